@@ -1,0 +1,334 @@
+"""envpool's two-player board games as a "2 sides x 1 hero" team environment, plus vectorised scripted bots.
+
+Games: ``ConnectFour-v1`` (board 6x7, 7 actions = columns, 4 in a row) and ``TicTacToe-v1`` (board 3x3, 9 actions =
+cells ``row * 3 + col``, 3 in a row), both from envpool 1.2.5 (ports of pgx).
+
+What envpool actually does (checked by ``tests/test_board.py``):
+
+* ``info["board"]`` holds *colours*, not player ids: colour 0 is always the first mover of the game, so the stone
+  counts satisfy ``n0 - n1 in {0, 1}``. ``info["current_player"]`` is the envpool *player id* (0 or 1) to move; which
+  player id gets colour 0 is drawn at random at every reset, autoresets included. That is why ``current_player`` looks
+  like it "disagrees" with the board. Observations (``obs[row]``) and rewards are per player id.
+* Rows of a batch may come permuted: ``info`` rows follow ``info["env_id"]`` and the per-player rows (obs, reward)
+  follow ``info["players"]["env_id"]`` / ``["id"]`` (in the same order, two rows per env). Actions are sent in env
+  order 0..E-1.
+* Gymnasium "next-step" autoreset: the step after a terminal one returns the first observation of a new game, with
+  zero rewards and ``terminated=False``; the action sent on that step is ignored.
+* Rewards are +1 / -1 per player on the move that ends the game with a win, 0 for both on a draw, 0 otherwise.
+  An illegal move ends the game: the mover gets -1 and the other player +1 (this wrapper refuses illegal moves).
+* On the terminal step ``legal_action_mask`` is all True (meaningless); otherwise it equals the board's legal moves.
+
+Conventions of this module:
+
+* Side ``s`` is envpool player id ``s``. ``info["board"]`` of :class:`BoardTeamEnv` is re-coded in *side* ids
+  (-1 empty, ``s`` = a stone of side ``s``), so bots and networks never see colours. The side that moves first is
+  random per game (50/50) and is reported in ``info["first_side"]``; ``mover(board, first_side)`` recovers the side to
+  move from stone counts (the board alone cannot tell who moved first on an empty board).
+* Shapes use E = number of envs, A = number of actions, H x W = board shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import envpool
+import numpy as np
+
+BOARD_ENV_IDS: tuple[str, ...] = ("ConnectFour-v1", "TicTacToe-v1")
+BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead")
+
+# env_id -> (H, W, num_actions, stones in a row needed to win)
+_GAMES: dict[str, tuple[int, int, int, int]] = {"ConnectFour-v1": (6, 7, 7, 4), "TicTacToe-v1": (3, 3, 9, 3)}
+
+# lookahead's move preference (higher is better): centre columns for ConnectFour; centre, corners, edges for TicTacToe
+_PREFERENCE: dict[str, np.ndarray] = {
+    "ConnectFour-v1": np.array([0, 1, 2, 3, 2, 1, 0], dtype=np.float64),
+    "TicTacToe-v1": np.array([1, 0, 1, 0, 2, 0, 1, 0, 1], dtype=np.float64),
+}
+
+
+def _game(env_id: str) -> tuple[int, int, int, int]:
+    """Return ``(H, W, num_actions, k_in_a_row)`` of ``env_id``; raise ValueError listing BOARD_ENV_IDS otherwise."""
+    if env_id not in _GAMES:
+        raise ValueError(f"unknown board env_id {env_id!r}; expected one of {BOARD_ENV_IDS}")
+    return _GAMES[env_id]
+
+
+def legal_actions(board: np.ndarray, env_id: str) -> np.ndarray:
+    """Legal moves: non-full columns (ConnectFour) or empty cells (TicTacToe).
+
+    board: int (..., H, W), -1 empty. Returns bool (..., A).
+    """
+    num_actions = _game(env_id)[2]
+    if env_id == "ConnectFour-v1":
+        return board[..., 0, :] < 0
+    return board.reshape(*board.shape[:-2], num_actions) < 0
+
+
+def has_won(board: np.ndarray, player: np.ndarray | int, env_id: str) -> np.ndarray:
+    """Whether ``player`` has k stones in a row (row, column or either diagonal).
+
+    board: int (..., H, W); player: int broadcastable to board.shape[:-2]. Returns bool (...).
+    """
+    _, _, _, k = _game(env_id)
+    b = board == np.asarray(player)[..., None, None]
+    h, w = b.shape[-2:]
+    rows = b[..., :, : w - k + 1].copy()
+    cols = b[..., : h - k + 1, :].copy()
+    diag = b[..., : h - k + 1, : w - k + 1].copy()
+    anti = b[..., : h - k + 1, k - 1 :].copy()
+    for i in range(1, k):
+        rows &= b[..., :, i : w - k + 1 + i]
+        cols &= b[..., i : h - k + 1 + i, :]
+        diag &= b[..., i : h - k + 1 + i, i : w - k + 1 + i]
+        anti &= b[..., i : h - k + 1 + i, k - 1 - i : w - i]
+    return rows.any((-2, -1)) | cols.any((-2, -1)) | diag.any((-2, -1)) | anti.any((-2, -1))
+
+
+def play_all(board: np.ndarray, player: np.ndarray | int, env_id: str) -> np.ndarray:
+    """Boards after ``player`` plays each action (ConnectFour stones fall to the lowest empty cell).
+
+    board: int (..., H, W); player: int broadcastable to board.shape[:-2].
+    Returns int (..., A, H, W); entries of illegal actions are the unchanged board.
+    """
+    h, w, a, _ = _game(env_id)
+    lead = board.shape[:-2]
+    flat = board.reshape(*lead, 1, h * w)
+    legal = legal_actions(board, env_id)
+    if env_id == "ConnectFour-v1":
+        row = (board < 0).sum(-2) - 1  # (..., 7) lowest empty row per column
+        cell = row * w + np.arange(w)
+    else:
+        cell = np.broadcast_to(np.arange(a), (*lead, a))
+    hit = (np.arange(h * w) == cell[..., None]) & legal[..., None]  # (..., A, H*W)
+    out = np.where(hit, np.asarray(player)[..., None, None], flat)
+    return out.reshape(*lead, a, h, w)
+
+
+def winning_moves(board: np.ndarray, player: np.ndarray | int, env_id: str) -> np.ndarray:
+    """Legal moves that win immediately for ``player``.
+
+    board: int (E, H, W); player: int (E,) or scalar. Returns bool (E, A).
+    """
+    player = np.asarray(player)
+    after = play_all(board, player, env_id)
+    return has_won(after, player[..., None], env_id) & legal_actions(board, env_id)
+
+
+def mover(board: np.ndarray, first_side: np.ndarray | int) -> np.ndarray:
+    """Side to move from stone counts: ``first_side`` when both sides have as many stones, else the other side.
+
+    board: int (E, H, W) in side ids (-1 empty); first_side: int (E,) side that moved first. Returns int64 (E,).
+    """
+    first = np.broadcast_to(np.asarray(first_side, dtype=np.int64), board.shape[:-2])
+    n_first = (board == first[..., None, None]).sum((-2, -1))
+    n_second = (board == 1 - first[..., None, None]).sum((-2, -1))
+    return np.where(n_first > n_second, 1 - first, first)
+
+
+def _sample(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Uniform choice among True entries of each row of bool (E, A); rows without any True give 0. Returns (E,)."""
+    return np.where(mask, rng.random(mask.shape), -1.0).argmax(-1)
+
+
+def _first_nonempty(*masks: np.ndarray) -> np.ndarray:
+    """Per row, the first of the bool (E, A) masks that has a True entry (the last mask otherwise)."""
+    chosen = masks[-1]
+    for m in reversed(masks[:-1]):
+        chosen = np.where(m.any(-1, keepdims=True), m, chosen)
+    return chosen
+
+
+def bot_actions(
+    name: str, board: np.ndarray, player: np.ndarray | int, env_id: str, rng: np.random.Generator
+) -> np.ndarray:
+    """Moves of a scripted bot for ``player`` on each board.
+
+    * ``random``: uniform legal move.
+    * ``greedy``: win now if possible, else block an immediate win of the opponent, else uniform legal move.
+    * ``lookahead``: like greedy, but otherwise avoid moves after which the opponent can win at once (in ConnectFour:
+      never play under the opponent's winning cell) and, among those, take the preferred ones (ConnectFour: the
+      most central columns; TicTacToe: centre, then corners, then edges), uniformly among ties.
+
+    board: int (E, H, W) in side ids, -1 empty; player: int (E,) or scalar side (0/1) to play.
+    Returns int64 (E,), always legal where a legal move exists (0 on full boards).
+    """
+    if name not in BOT_NAMES:
+        raise ValueError(f"unknown bot {name!r}; expected one of {BOT_NAMES}")
+    a = _game(env_id)[2]
+    board = np.asarray(board)
+    player = np.broadcast_to(np.asarray(player, dtype=np.int64), board.shape[:1])
+    legal = legal_actions(board, env_id)
+    if name == "random":
+        return _sample(legal, rng)
+    win = winning_moves(board, player, env_id)
+    block = winning_moves(board, 1 - player, env_id)
+    if name == "greedy":
+        return _sample(_first_nonempty(win, block, legal), rng)
+    after = play_all(board, player, env_id).reshape(-1, *board.shape[1:])  # (E*A, H, W)
+    opp_wins = winning_moves(after, np.repeat(1 - player, a), env_id).any(-1).reshape(-1, a)
+    safe = _first_nonempty(legal & ~opp_wins, legal)
+    score = np.where(safe, _PREFERENCE[env_id], -np.inf)
+    best = safe & (score == score.max(-1, keepdims=True))
+    return _sample(_first_nonempty(win, block, best), rng)
+
+
+class BoardTeamEnv:
+    """envpool ``ConnectFour-v1`` / ``TicTacToe-v1`` as a vectorised 2-sides x 1-hero team environment.
+
+    Side ``s`` is envpool player ``s``; which side moves first is random per game (``info["first_side"]``).
+    Every step takes an action for every hero, but only the side to move (``info["acting"]``) is applied; the other
+    side's action is ignored. Observations are from each side's own perspective, built from the board, so one network
+    can play both sides. Planes: ``[own stones, opponent stones, all-ones if this side is to move]``.
+
+    Autoreset follows envpool (Gymnasium next-step): the step whose move ends a game returns the final board with
+    ``game_over`` and the outcome as reward, and nobody acts on it; the next ``step`` starts a new game and ignores
+    its actions. ``done`` is True on both of those steps (reset recurrent state, cut bootstrapping).
+
+    Shapes (E = num_envs, A = num_actions, (H, W) = board_shape):
+
+    * ``reset() -> (obs, info)``; ``step(actions int (E, 2, 1)) -> (obs, reward, done, info)``
+    * ``obs`` float32 (E, 2, 1, 3, H, W); ``reward`` float32 (E, 2, 1): the side's outcome where ``game_over``, else 0;
+      ``done`` bool (E,).
+    * ``info["action_mask"]`` bool (E, 2, 1, A): legal moves for the acting hero, all True for the others;
+      ``info["acting"]`` bool (E, 2, 1): exactly one True per env, none on terminal obs;
+      ``info["board"]`` int32 (E, H, W): -1 empty, else the side owning the stone;
+      ``info["first_side"]`` int64 (E,); ``info["game_over"]`` bool (E,);
+      ``info["outcome"]`` float32 (E, 2): +1 win / 0 draw / -1 loss per side where ``game_over``, else 0;
+      ``info["game_length"]`` int64 (E,): moves in the finished game where ``game_over``, else 0.
+
+    An illegal action by the acting hero raises ValueError (envpool would end the game as a loss for it).
+    """
+
+    num_sides: int = 2
+    num_heroes: int = 1
+
+    def __init__(self, env_id: str, num_envs: int, seed: int):
+        h, w, a, _ = _game(env_id)
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.num_actions = a
+        self.board_shape = (h, w)
+        self.obs_shape = (3, h, w)
+        self._env: Any = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
+        self._arange = np.arange(num_envs)
+        self._mover = np.zeros(num_envs, dtype=np.int64)
+        self._first = np.zeros(num_envs, dtype=np.int64)
+        self._legal = np.ones((num_envs, a), dtype=bool)
+        self._game_over = np.zeros(num_envs, dtype=bool)
+        self._needs_reset = True
+
+    def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Reset all envs. Returns ``obs`` float32 (E, 2, 1, 3, H, W) and ``info`` (see class docstring)."""
+        _, info = self._env.reset()
+        self._game_over = np.ones(self.num_envs, dtype=bool)  # every board is a fresh game: read who moves first
+        self._needs_reset = False
+        obs, _, _, out = self._convert(info, None, None)
+        return obs, out
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Apply the acting hero's action of int (E, 2, 1) ``actions``.
+
+        Returns ``obs`` float32 (E, 2, 1, 3, H, W), ``reward`` float32 (E, 2, 1), ``done`` bool (E,), ``info``.
+        """
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs, self.num_sides, self.num_heroes):
+            raise ValueError(f"actions must have shape {(self.num_envs, 2, 1)}, got {actions.shape}")
+        act = actions[self._arange, self._mover, 0].astype(np.int64)
+        inside = (act >= 0) & (act < self.num_actions)
+        ok = inside & self._legal[self._arange, np.where(inside, act, 0)]
+        if not np.all(ok | self._game_over):
+            bad = np.flatnonzero(~ok & ~self._game_over)
+            raise ValueError(f"illegal action {act[bad].tolist()} by the acting hero in envs {bad.tolist()}")
+        _, reward, terminated, truncated, info = self._env.step(act.astype(np.int32))
+        return self._convert(info, reward, terminated | truncated)
+
+    def close(self) -> None:
+        """Release the envpool instance."""
+        self._env.close()
+
+    def _convert(
+        self, info: dict[str, Any], reward: np.ndarray | None, finished: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        e, (h, w) = self.num_envs, self.board_shape
+        ids = info["env_id"]
+        colours = np.empty((e, h, w), dtype=np.int32)
+        colours[ids] = info["board"]
+        new_game = self._game_over  # this obs starts a new game (after reset or the step after a terminal one)
+        if new_game.any():
+            current = np.empty(e, dtype=np.int64)
+            current[ids] = info["current_player"]
+            # on an empty board the player to move owns colour 0 for the whole game
+            self._first = np.where(new_game, current, self._first)
+        first = self._first
+        board = np.where(colours < 0, -1, colours ^ first[:, None, None]).astype(np.int32)
+
+        game_over = np.zeros(e, dtype=bool)
+        outcome = np.zeros((e, 2), dtype=np.float32)
+        game_length = np.zeros(e, dtype=np.int64)
+        if finished is not None and reward is not None:
+            game_over[ids] = finished
+            outcome[info["players"]["env_id"], info["players"]["id"]] = reward
+            outcome[~game_over] = 0.0
+            game_length[ids] = np.where(finished, info["elapsed_step"], 0)
+        done = game_over | new_game if finished is not None else game_over.copy()
+
+        colour_to_move = (colours == 0).sum((1, 2)) > (colours == 1).sum((1, 2))
+        side_to_move = first ^ colour_to_move
+        legal = legal_actions(board, self.env_id)
+        acting = np.zeros((e, 2, 1), dtype=bool)
+        acting[self._arange, side_to_move, 0] = ~game_over
+        mask = np.ones((e, 2, 1, self.num_actions), dtype=bool)
+        mask[self._arange, side_to_move, 0] = legal | game_over[:, None]
+
+        mine, theirs = board == 0, board == 1
+        obs = np.empty((e, 2, 1, 3, h, w), dtype=np.float32)
+        obs[:, 0, 0, 0] = mine
+        obs[:, 0, 0, 1] = theirs
+        obs[:, 1, 0, 0] = theirs
+        obs[:, 1, 0, 1] = mine
+        obs[:, :, 0, 2] = acting[:, :, 0, None, None]
+
+        self._mover, self._legal, self._game_over = side_to_move, legal, game_over
+        out = {
+            "action_mask": mask,
+            "acting": acting,
+            "board": board,
+            "first_side": first.copy(),
+            "game_over": game_over,
+            "outcome": outcome,
+            "game_length": game_length,
+        }
+        return obs, outcome[:, :, None].copy(), done, out
+
+
+def play_bots(env_id: str, bot_a: str, bot_b: str, num_games: int, seed: int) -> np.ndarray:
+    """Play ``num_games`` games of ``bot_a`` against ``bot_b`` through :class:`BoardTeamEnv`, one game per env.
+
+    ``bot_a`` is side 0 in even envs and side 1 in odd envs (who moves first is random per game).
+    Returns float64 (num_games,): bot_a's score per game, 1 win / 0.5 draw / 0 loss.
+    """
+    for name in (bot_a, bot_b):
+        if name not in BOT_NAMES:
+            raise ValueError(f"unknown bot {name!r}; expected one of {BOT_NAMES}")
+    env = BoardTeamEnv(env_id, num_games, seed)
+    rng = np.random.default_rng(seed)
+    side_a = np.arange(num_games) % 2
+    scores = np.full(num_games, np.nan)
+    _, info = env.reset()
+    while np.isnan(scores).any():
+        board, acting = info["board"], info["acting"][:, :, 0]
+        side = acting.argmax(1)
+        act = _sample(info["action_mask"][env._arange, side, 0], rng)  # envs whose first game is over: random
+        playing = acting.any(1) & np.isnan(scores)
+        for bot, turn in ((bot_a, side == side_a), (bot_b, side != side_a)):
+            idx = np.flatnonzero(playing & turn)
+            if idx.size:
+                act[idx] = bot_actions(bot, board[idx], side[idx], env_id, rng)
+        _, _, _, info = env.step(np.repeat(act[:, None, None], 2, axis=1))
+        ended = info["game_over"] & np.isnan(scores)
+        scores[ended] = (info["outcome"][ended, side_a[ended]] + 1.0) / 2.0
+    env.close()
+    return scores

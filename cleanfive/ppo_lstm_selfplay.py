@@ -1,0 +1,521 @@
+# docs and experiment results: docs/ppo_lstm_selfplay.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv, bot_actions, play_bots
+from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanfive"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    save_model: bool = False
+    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
+    quiet: bool = False
+    """if toggled, no progress line is printed"""
+
+    # Algorithm specific arguments
+    env_id: str = "ConnectFour-v1"
+    """the id of the two-sided environment (one of cleanfive.envs.board.BOARD_ENV_IDS)"""
+    total_timesteps: int = 3_000_000
+    """total environment steps (each step moves one hero on each side of every environment)"""
+    learning_rate: float = 1e-3
+    """the learning rate of the optimizer"""
+    num_envs: int = 64
+    """the number of parallel games"""
+    num_steps: int = 64
+    """the number of steps of each rollout segment (segments do not wait for games to end)"""
+    bptt_len: int = 16
+    """truncated BPTT: the length of each training sequence, cut from the segment"""
+    anneal_lr: bool = True
+    """toggle learning rate annealing"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """toggles whether or not to use a clipped loss for the value function"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+    hidden_size: int = 256
+    """width of the MLP encoder and of the LSTM"""
+
+    # Self-play (OpenAI Five, Appendix N)
+    past_fraction: float = 0.2
+    """fraction of games played against past versions (the rest: latest vs latest)"""
+    pool_every: int = 10
+    """add the current policy to the past-opponent pool every this many updates"""
+    quality_lr: float = 0.01
+    """eta of the quality-score update q_i -= eta / (N p_i)"""
+
+    # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
+    references: tuple[str, ...] = ("random", "greedy", "lookahead")
+    """scripted reference bots (the first one is the anchor at mu = 0)"""
+    reference_games: int = 400
+    """games per pair of references to rate the reference pool once at start"""
+    eval_every: int = 10
+    """evaluate against the references every this many updates"""
+    eval_games: int = 64
+    """games per chosen reference at each evaluation"""
+
+    # to be filled in runtime
+    num_players: int = 0
+    """heroes driven by the script: num_envs * 2 sides * heroes per side"""
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    num_sequences: int = 0
+    """the number of BPTT sequences per rollout (computed in runtime)"""
+    minibatch_sequences: int = 0
+    """the number of BPTT sequences per mini-batch (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_size: int, num_actions: int, hidden_size: int):
+        super().__init__()
+        self.encoder = nn.Sequential(
+            nn.Flatten(),
+            layer_init(nn.Linear(obs_size, hidden_size)),
+            nn.ReLU(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.ReLU(),
+        )
+        self.lstm = nn.LSTM(hidden_size, hidden_size)
+        for name, param in self.lstm.named_parameters():
+            if "bias" in name:
+                nn.init.constant_(param, 0)
+            elif "weight" in name:
+                nn.init.orthogonal_(param, 1.0)
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1)
+
+    def get_states(self, x, lstm_state, done):
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done: (T * B,)
+        hidden = self.encoder(x)
+        batch_size = lstm_state[0].shape[1]
+        hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
+        done = done.reshape((-1, batch_size))
+        new_hidden = []
+        for h, d in zip(hidden, done, strict=True):
+            # reset the LSTM state of a hero whose game ended before this step
+            h, lstm_state = self.lstm(
+                h.unsqueeze(0),
+                ((1.0 - d).view(1, -1, 1) * lstm_state[0], (1.0 - d).view(1, -1, 1) * lstm_state[1]),
+            )
+            new_hidden += [h]
+        new_hidden = torch.flatten(torch.cat(new_hidden), 0, 1)
+        return new_hidden, lstm_state
+
+    def get_value(self, x, lstm_state, done):
+        hidden, _ = self.get_states(x, lstm_state, done)
+        return self.critic(hidden)
+
+    def get_action_and_value(self, x, lstm_state, done, mask, action=None):
+        hidden, lstm_state = self.get_states(x, lstm_state, done)
+        # invalid action masking: illegal logits are set to a large negative number before the softmax
+        logits = self.actor(hidden).masked_fill(~mask, -1e8)
+        probs = torch.distributions.Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
+
+
+def play_references(agent, references, args, evaluator, device, rng):
+    """TrueSkill evaluation (Appendix J): play `eval_games` games against each reference within 10 points."""
+    env = BoardTeamEnv(args.env_id, args.eval_games, seed=int(rng.integers(2**31)))
+    winrates = {}
+    for name in evaluator.choose():
+        obs, info = env.reset()
+        agent_side = np.arange(args.eval_games) % 2  # the agent plays each side in half of the games
+        rows = np.arange(args.eval_games)
+        state = (
+            torch.zeros(1, args.eval_games, agent.lstm.hidden_size, device=device),
+            torch.zeros(1, args.eval_games, agent.lstm.hidden_size, device=device),
+        )
+        done = torch.zeros(args.eval_games, device=device)
+        scores = np.full(args.eval_games, np.nan)
+        while np.isnan(scores).any():
+            with torch.no_grad():
+                x = torch.as_tensor(obs[rows, agent_side, 0], device=device)
+                mask = torch.as_tensor(info["action_mask"][rows, agent_side, 0], device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, mask)
+            actions = np.zeros((args.eval_games, 2, 1), dtype=np.int64)
+            actions[rows, agent_side, 0] = action.cpu().numpy()
+            bot_turn = info["acting"][rows, 1 - agent_side, 0]  # bots move only on a live board, on their turn
+            actions[bot_turn, 1 - agent_side[bot_turn], 0] = bot_actions(
+                name, info["board"][bot_turn], 1 - agent_side[bot_turn], args.env_id, rng
+            )
+            obs, _, next_done, info = env.step(actions)
+            finished = info["game_over"] & np.isnan(scores)
+            scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
+            done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+        evaluator.update_many(name, scores)
+        winrates[name] = float((scores == 1).mean())
+    return winrates
+
+
+if __name__ == "__main__":
+    launch_time = time.time()
+    args = tyro.cli(Args)
+    if args.env_id not in BOARD_ENV_IDS:
+        usage_error(f"unknown --env-id {args.env_id!r}; accepted two-sided ids: {', '.join(BOARD_ENV_IDS)}")
+    args.num_players = args.num_envs * BoardTeamEnv.num_sides * BoardTeamEnv.num_heroes
+    args.batch_size = args.num_players * args.num_steps
+    if args.num_steps % args.bptt_len != 0:
+        usage_error(f"--num-steps {args.num_steps} must be a multiple of --bptt-len {args.bptt_len}")
+    args.num_sequences = args.num_players * (args.num_steps // args.bptt_len)
+    if args.num_sequences % args.num_minibatches != 0:
+        usage_error(
+            f"{args.num_sequences} BPTT sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
+            f"cannot be split into --num-minibatches {args.num_minibatches}; pick a divisor"
+        )
+    args.minibatch_sequences = args.num_sequences // args.num_minibatches
+    args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    rng = np.random.default_rng(args.seed)
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup: E games x 2 sides x N heroes; "next-step" autoreset (see cleanfive/envs/board.py)
+    envs = BoardTeamEnv(args.env_id, args.num_envs, seed=args.seed)
+    E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    P = args.num_players
+    obs_shape = envs.obs_shape
+
+    agent = Agent(int(np.prod(obs_shape)), A, args.hidden_size).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # the fixed reference pool, rated once by games among the references, random pinned at mu = 0 (Appendix J)
+    results = []
+    for i, a in enumerate(args.references):
+        for b in args.references[i + 1 :]:
+            scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed)
+            results += [(a, b, float(s)) for s in scores]
+    evaluator = ReferenceEvaluator(fit_reference_ratings(results, anchor=args.references[0]))
+    print("reference ratings:", {k: round(v.mu, 2) for k, v in evaluator.references.items()})
+
+    # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
+    pool = OpponentPool(eta=args.quality_lr)
+    past_agents: list[Agent] = []
+    num_past_slots = round(args.past_fraction * E)
+    opponent = np.full(E, -1)  # per game: -1 = latest policy on both sides, else the pool index of the past version
+    learner_side = np.zeros(E, dtype=np.int64)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)
+    masks = torch.zeros((args.num_steps, P, A), dtype=torch.bool).to(device)
+    actions = torch.zeros((args.num_steps, P), dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, P)).to(device)
+    rewards = torch.zeros((args.num_steps, P)).to(device)
+    dones = torch.zeros((args.num_steps, P)).to(device)
+    values = torch.zeros((args.num_steps, P)).to(device)
+    acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
+    learner = torch.zeros((args.num_steps, P)).to(device)  # the latest policy drives this hero (value-loss weight)
+    num_chunks = args.num_steps // args.bptt_len
+    chunk_h = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
+    chunk_c = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = last_print = time.time()
+    next_obs_np, info = envs.reset()
+    next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
+    next_mask = torch.as_tensor(info["action_mask"].reshape(P, A), device=device)
+    next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
+    next_done = torch.zeros(P).to(device)
+    next_lstm_state = (
+        torch.zeros(agent.lstm.num_layers, P, agent.lstm.hidden_size).to(device),
+        torch.zeros(agent.lstm.num_layers, P, agent.lstm.hidden_size).to(device),
+    )
+    side_of_player = np.tile(np.repeat(np.arange(S), N), E)
+    env_of_player = np.repeat(np.arange(E), S * N)
+
+    def learner_rows():
+        """Per hero: the past version driving it (-1: none), and whether the latest policy drives it."""
+        player_opponent = opponent[env_of_player]
+        return player_opponent, (player_opponent < 0) | (side_of_player == learner_side[env_of_player])
+
+    player_opponent, is_learner_np = learner_rows()
+
+    for iteration in range(1, args.num_iterations + 1):
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+        finished = []  # rows of (opponent, learner outcome, game length) for the games that ended in this rollout
+
+        for step in range(0, args.num_steps):
+            if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
+                chunk_h[step // args.bptt_len] = next_lstm_state[0][0]
+                chunk_c[step // args.bptt_len] = next_lstm_state[1][0]
+            global_step += E
+            obs[step] = next_obs
+            masks[step] = next_mask
+            dones[step] = next_done
+            acting[step] = next_acting
+            learner[step] = torch.as_tensor(is_learner_np, dtype=torch.float32, device=device)
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                prev_state = next_lstm_state
+                action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
+                    next_obs, prev_state, next_done, next_mask
+                )
+                values[step] = value.flatten()
+                for k in np.unique(opponent[opponent >= 0]):  # past versions drive their side of their games
+                    rows = torch.as_tensor(np.flatnonzero((player_opponent == k) & ~is_learner_np), device=device)
+                    past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
+                        next_obs[rows],
+                        (prev_state[0][:, rows], prev_state[1][:, rows]),
+                        next_done[rows],
+                        next_mask[rows],
+                    )
+                    action[rows] = past_action
+                    next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs_np, reward, next_done_np, info = envs.step(action.cpu().numpy().reshape(E, S, N))
+            rewards[step] = torch.as_tensor(reward.reshape(P), device=device)
+            next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
+            next_mask = torch.as_tensor(info["action_mask"].reshape(P, A), device=device)
+            next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
+            next_done = torch.as_tensor(np.repeat(next_done_np, S * N), dtype=torch.float32, device=device)
+
+            over = np.flatnonzero(info["game_over"])
+            if over.size:
+                side = np.where(opponent[over] >= 0, learner_side[over], 0)
+                outcome = info["outcome"][over, side]
+                finished.append(np.stack([opponent[over], outcome, info["game_length"][over]], axis=1))
+                for k in opponent[over][(opponent[over] >= 0) & (outcome > 0)]:
+                    pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beats past version i
+                # next game of each finished env: latest vs latest, or (past slots) vs a sampled past version
+                past = over[over < num_past_slots]
+                opponent[over] = -1
+                if len(pool.keys) > 0 and past.size > 0:
+                    opponent[past] = pool.sample(rng, past.size)
+                    learner_side[past] = rng.integers(S, size=past.size)
+                player_opponent, is_learner_np = learner_rows()
+
+        if finished:
+            finished = np.concatenate(finished)
+            for outcome, length in finished[:, 1:]:
+                writer.add_scalar("charts/episodic_return", outcome, global_step)
+                writer.add_scalar("charts/episodic_length", length, global_step)
+            if (finished[:, 0] >= 0).any():
+                writer.add_scalar("league/winrate_vs_past", (finished[finished[:, 0] >= 0, 1] > 0).mean(), global_step)
+
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
+
+        # flatten the batch into BPTT sequences: (bptt_len, num_sequences, ...), sequence = (chunk, player)
+        def to_seq(x):
+            return (
+                x.reshape((num_chunks, args.bptt_len, P) + x.shape[2:])
+                .transpose(0, 1)
+                .reshape((args.bptt_len, num_chunks * P) + x.shape[2:])
+            )
+
+        b_obs, b_masks, b_actions, b_logprobs = to_seq(obs), to_seq(masks), to_seq(actions), to_seq(logprobs)
+        b_dones, b_advantages, b_returns, b_values = to_seq(dones), to_seq(advantages), to_seq(returns), to_seq(values)
+        b_pg_w = to_seq(acting * learner)  # the policy learns from its own applied actions only
+        b_v_w = to_seq(learner)
+        b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
+
+        # Optimizing the policy and value network
+        seq_inds = np.arange(args.num_sequences)
+        clipfracs = []
+        for _epoch in range(args.update_epochs):
+            np.random.shuffle(seq_inds)
+            for start in range(0, args.num_sequences, args.minibatch_sequences):
+                mb = seq_inds[start : start + args.minibatch_sequences]
+                _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
+                    b_obs[:, mb].reshape((-1,) + obs_shape),
+                    (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
+                    b_dones[:, mb].reshape(-1),
+                    b_masks[:, mb].reshape(-1, A),
+                    b_actions[:, mb].reshape(-1),
+                )
+                pg_w, v_w = b_pg_w[:, mb].reshape(-1), b_v_w[:, mb].reshape(-1)
+                pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
+                logratio = newlogprob - b_logprobs[:, mb].reshape(-1)
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = ((-logratio) * pg_w).sum() / pg_n
+                    approx_kl = (((ratio - 1) - logratio) * pg_w).sum() / pg_n
+                    clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * pg_w).sum() / pg_n).item()]
+
+                mb_advantages = b_advantages[:, mb].reshape(-1)
+                if args.norm_adv:  # statistics over the applied learner actions only
+                    mean = (mb_advantages * pg_w).sum() / pg_n
+                    std = ((((mb_advantages - mean) ** 2) * pg_w).sum() / pg_n).sqrt()
+                    mb_advantages = (mb_advantages - mean) / (std + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = (torch.max(pg_loss1, pg_loss2) * pg_w).sum() / pg_n
+
+                # Value loss
+                newvalue = newvalue.view(-1)
+                mb_returns, mb_values = b_returns[:, mb].reshape(-1), b_values[:, mb].reshape(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - mb_returns) ** 2
+                    v_clipped = mb_values + torch.clamp(newvalue - mb_values, -args.clip_coef, args.clip_coef)
+                    v_loss_clipped = (v_clipped - mb_returns) ** 2
+                    v_loss = 0.5 * (torch.max(v_loss_unclipped, v_loss_clipped) * v_w).sum() / v_n
+                else:
+                    v_loss = 0.5 * (((newvalue - mb_returns) ** 2) * v_w).sum() / v_n
+
+                entropy_loss = (entropy * pg_w).sum() / pg_n
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+
+        y_pred, y_true = b_values.flatten(), b_returns.flatten()
+        var_y = y_true.var()
+        explained_var = np.nan if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
+
+        # self-play: the current policy joins the past-opponent pool every K updates with quality max(q)
+        if iteration % args.pool_every == 0:
+            snapshot = Agent(int(np.prod(obs_shape)), A, args.hidden_size).to(device)
+            snapshot.load_state_dict(agent.state_dict())
+            past_agents.append(snapshot.eval())
+            pool.add(f"v{iteration}")
+            probs = pool.probabilities()
+            writer.add_scalar("league/pool_size", len(pool.keys), global_step)
+            writer.add_scalar("league/opponent_entropy", float(-(probs * np.log(probs)).sum()), global_step)
+            writer.add_histogram("league/opponent_probabilities", probs, global_step)
+
+        # TrueSkill evaluation against the fixed references
+        if iteration % args.eval_every == 0 or iteration == args.num_iterations:
+            winrates = play_references(agent, args.references, args, evaluator, device, rng)
+            rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
+            writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
+            writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
+            for name, winrate in winrates.items():
+                writer.add_scalar(f"eval/winrate_{name}", winrate, global_step)
+            if not args.quiet:
+                print(
+                    f"eval time={time.time() - launch_time:.1f}s global_step={global_step} "
+                    f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} "
+                    + " ".join(f"win_vs_{k}={v:.2f}" for k, v in winrates.items()),
+                    flush=True,
+                )
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+            last_print = time.time()
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / iteration
+            print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
+        torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+
+    writer.close()
