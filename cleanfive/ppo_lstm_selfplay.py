@@ -264,7 +264,7 @@ if __name__ == "__main__":
             scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed)
             results += [(a, b, float(s)) for s in scores]
     evaluator = ReferenceEvaluator(fit_reference_ratings(results, anchor=args.references[0]))
-    print("reference ratings:", {k: round(v.mu, 2) for k, v in evaluator.references.items()})
+    print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
     pool = OpponentPool(eta=args.quality_lr)
