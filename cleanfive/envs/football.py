@@ -1,0 +1,133 @@
+"""VMAS football (5v5, all ten players controllable) as a "2 sides x N heroes" team environment.
+
+VMAS (``vmas`` on PyPI, the ``vmas`` extra) simulates the pitch with PyTorch tensors for all copies at once. This
+wrapper gives it the interface of the built-in lane world (:mod:`cleanfive.envs.moba`), so that
+``ppo_lstm_selfplay.py`` runs unchanged on a world nobody here wrote.
+
+What VMAS 1.5 does (checked by ``tests/test_football.py``):
+
+* ``vmas.make_env("football", ..., continuous_actions=False, ai_red_agents=False)`` lists the blue agents, then the red
+  ones. Each observes 88 features and takes one of 9 discrete actions (no-op and 8 directions).
+* A red player's observation and action are mirrored in x, so both teams see the pitch as "attacking to the right"
+  and one policy can play either side.
+* The reward of each player is the team's scoring reward (+-100 when a goal is scored) plus two dense shaping terms
+  (ball towards the enemy goal, the team's closest player towards the ball); ``info`` reports the three separately.
+* A copy is done when a goal is scored; VMAS never resets finished copies by itself and has no time limit unless asked.
+
+Conventions of this wrapper:
+
+* Side 0 is blue, side 1 red; ``num_heroes`` players per side. A game ends with a goal (the scorer wins) or at
+  ``max_steps`` (a draw). Observations get one extra feature: the fraction of the game time elapsed.
+* "Same-step" autoreset: on the step a game ends, ``done[e]`` is True, ``scores`` and ``info["outcome"]`` describe the
+  final step, and the returned observation is already the first of the next game.
+* ``scores`` are per-hero score-component changes for this step (``score_names``); the training script applies the
+  weights (``DEFAULT_SCORE_WEIGHTS`` reproduce VMAS's own reward), zero-sum, team spirit and time decay.
+* All actions are always legal: ``info["action_mask"]`` is all True and every hero acts on every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+FOOTBALL_ENV_IDS: tuple[str, ...] = ("VmasFootball-v0",)
+
+
+class FootballUnavailable(RuntimeError):
+    """The optional ``vmas`` extra is not installed."""
+
+
+class FootballTeamEnv:
+    """VMAS football as ``(num_envs, 2 sides, num_heroes)``; see the module docstring for the conventions.
+
+    * ``reset() -> (obs, info)``; ``step(actions int (E, 2, N)) -> (obs, scores, done, info)``
+    * ``obs`` float32 (E, 2, N, 89); ``scores`` float32 (E, 2, N, 3); ``done`` bool (E,)
+    * ``info``: ``action_mask`` bool (E, 2, N, 9), ``acting`` bool (E, 2, N), ``game_over`` bool (E,),
+      ``outcome`` int (E, 2) (+1 win, 0 draw, -1 loss; 0 where no game ended), ``game_length`` int (E,) (steps of the
+      game that ended), ``time`` float (E,) (game seconds of the returned observation)
+    """
+
+    num_sides = 2
+    num_actions = 9
+    seconds_per_step = 0.1  # VMAS football's dt
+    score_names: tuple[str, ...] = ("goal", "ball_to_goal", "agent_to_ball")
+    DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"goal": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+
+    def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
+        try:
+            import vmas
+        except ImportError as error:
+            raise FootballUnavailable(
+                "VMAS football needs the vmas extra: run `uv sync --extra vmas` (or `pip install vmas`)"
+            ) from error
+        if num_heroes < 2:
+            raise ValueError(f"VMAS football needs at least 2 players per side, got {num_heroes}")
+        self.num_envs, self.num_heroes, self.max_steps = num_envs, num_heroes, max_steps
+        self.env = vmas.make_env(
+            "football",
+            num_envs=num_envs,
+            device="cpu",
+            continuous_actions=False,
+            seed=seed,
+            n_blue_agents=num_heroes,
+            n_red_agents=num_heroes,
+            ai_red_agents=False,
+        )
+        self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+
+    def _observe(self, observations: list[torch.Tensor]) -> np.ndarray:
+        obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).numpy()
+        clock = np.broadcast_to((self.steps / self.max_steps)[:, None, None, None], (*obs.shape[:3], 1))
+        return np.concatenate([obs, clock], axis=-1).astype(np.float32)
+
+    def _info(self, game_over, outcome, game_length) -> dict[str, np.ndarray]:
+        shape = (self.num_envs, 2, self.num_heroes)
+        return {
+            "action_mask": np.ones((*shape, self.num_actions), dtype=bool),
+            "acting": np.ones(shape, dtype=bool),
+            "game_over": game_over,
+            "outcome": outcome,
+            "game_length": game_length,
+            "time": self.steps * self.seconds_per_step,
+        }
+
+    def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        self.steps[:] = 0
+        observations = self.env.reset()
+        none = np.zeros(self.num_envs, dtype=bool)
+        return self._observe(observations), self._info(none, np.zeros((self.num_envs, 2), np.int64), self.steps * 0)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes))
+        _, _, goal, infos = self.env.step(list(actions.unbind(1)))
+        # per hero: the three reward terms VMAS adds up, the goal as +-1 for the scoring / conceding team
+        scoring_reward = self.env.scenario.scoring_reward
+        scores = torch.stack(
+            [
+                torch.stack(
+                    [i["sparse_reward"] / scoring_reward, i["ball_goal_pos_rew"], i["all_agent_ball_pos_rew"]], -1
+                )
+                for i in infos
+            ],
+            dim=1,
+        )
+        scores = scores.reshape(self.num_envs, 2, self.num_heroes, len(self.score_names)).float().numpy()
+        self.steps += 1
+        goal = goal.numpy().astype(bool)
+        game_over = goal | (self.steps >= self.max_steps)
+        outcome = np.zeros((self.num_envs, 2), dtype=np.int64)
+        outcome[:, 0] = np.sign(scores[:, 0, 0, 0]).astype(np.int64) * goal  # the goal term is +1 for the scorers
+        outcome[:, 1] = -outcome[:, 0]
+        game_length = np.where(game_over, self.steps, 0)
+        for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
+            self.env.reset_at(int(index), return_observations=False)
+        self.steps[game_over] = 0
+        observations = self.env.get_from_scenario(
+            get_observations=True, get_rewards=False, get_infos=False, get_dones=False
+        )[0]
+        return self._observe(observations), scores, game_over, self._info(game_over, outcome, game_length)
+
+    def render(self, env_index: int = 0) -> np.ndarray:
+        """A top-down RGB frame (H, W, 3) uint8 of game ``env_index``."""
+        return np.asarray(self.env.render(mode="rgb_array", env_index=env_index), dtype=np.uint8)

@@ -1,0 +1,119 @@
+"""VMAS football wrapper: the conventions cleanfive/envs/football.py relies on, checked against VMAS itself."""
+
+import numpy as np
+import pytest
+import torch
+
+vmas = pytest.importorskip("vmas", reason="the vmas extra is part of `uv run --all-extras pytest`")
+
+from cleanfive.envs.football import FootballTeamEnv  # noqa: E402
+
+E, N = 4, 5
+
+
+def random_actions(rng):
+    return rng.integers(0, FootballTeamEnv.num_actions, size=(E, 2, N))
+
+
+def test_shapes_and_masks():
+    env = FootballTeamEnv(E, seed=0, num_heroes=N)
+    obs, info = env.reset()
+    assert obs.shape == (E, 2, N, 89) and obs.dtype == np.float32
+    assert (obs[..., -1] == 0).all()  # the clock feature starts at 0
+    obs, scores, done, info = env.step(random_actions(np.random.default_rng(0)))
+    assert scores.shape == (E, 2, N, 3)
+    assert info["action_mask"].shape == (E, 2, N, 9) and info["action_mask"].all() and info["acting"].all()
+    assert np.allclose(obs[..., -1], 1 / env.max_steps)
+
+
+def test_default_weights_reproduce_vmas_reward():
+    """Weighted score components == the reward VMAS itself returns, for the same seed and actions."""
+    env = FootballTeamEnv(E, seed=3, num_heroes=N, max_steps=10_000)
+    obs, _ = env.reset()
+    raw = vmas.make_env(
+        "football", num_envs=E, device="cpu", continuous_actions=False, seed=3,
+        n_blue_agents=N, n_red_agents=N, ai_red_agents=False,
+    )  # fmt: skip
+    raw_obs = torch.stack(raw.reset(), 1).reshape(E, 2, N, -1).numpy()
+    np.testing.assert_array_equal(obs[..., :-1], raw_obs)  # VMAS seeds its global generator at make_env
+    weights = np.array([env.DEFAULT_SCORE_WEIGHTS[k] for k in env.score_names])
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        actions = random_actions(rng)
+        _, scores, done, _ = env.step(actions)
+        _, rewards, raw_done, _ = raw.step(list(torch.as_tensor(actions.reshape(E, 2 * N)).unbind(1)))
+        expected = torch.stack(rewards, 1).reshape(E, 2, N).numpy()
+        np.testing.assert_allclose(scores @ weights, expected, rtol=1e-5, atol=1e-6)
+        assert not done.any() and not raw_done.any()
+
+
+def test_goal_ends_game_reports_winner_and_autoresets_same_step():
+    env = FootballTeamEnv(E, seed=0, num_heroes=N)
+    env.reset()
+    env.step(np.zeros((E, 2, N), dtype=np.int64))
+    scenario = env.env.scenario
+    pos = scenario.ball.state.pos.clone()
+    pos[1] = torch.tensor([scenario.pitch_length / 2 + scenario.ball_size, 0.0])  # blue scores in game 1
+    pos[2] = torch.tensor([-scenario.pitch_length / 2 - scenario.ball_size, 0.0])  # red scores in game 2
+    scenario.ball.set_pos(pos, batch_index=None)
+    obs, scores, done, info = env.step(np.zeros((E, 2, N), dtype=np.int64))
+    assert done.tolist() == [False, True, True, False]
+    assert info["outcome"].tolist() == [[0, 0], [1, -1], [-1, 1], [0, 0]]
+    assert (scores[1, 0, :, 0] == 1).all() and (scores[1, 1, :, 0] == -1).all()
+    assert (scores[2, 0, :, 0] == -1).all() and (scores[2, 1, :, 0] == 1).all()
+    assert (scores[[0, 3], :, :, 0] == 0).all()
+    assert info["game_length"].tolist() == [0, 2, 2, 0]
+    # the returned observation of a finished game is the first of the next one: clock 0, ball back in play
+    assert (obs[[1, 2], ..., -1] == 0).all() and (obs[[0, 3], ..., -1] > 0).all()
+    assert (scenario.ball.state.pos[[1, 2], 0].abs() < scenario.pitch_length / 2).all()
+    assert info["time"].tolist() == pytest.approx([0.2, 0.0, 0.0, 0.2])
+
+
+def test_time_cap_is_a_draw():
+    env = FootballTeamEnv(E, seed=0, num_heroes=N, max_steps=3)
+    env.reset()
+    for step in range(1, 4):
+        _, _, done, info = env.step(np.zeros((E, 2, N), dtype=np.int64))
+        assert done.all() == (step == 3)
+    assert (info["outcome"] == 0).all() and (info["game_length"] == 3).all()
+
+
+def test_red_sees_a_mirrored_pitch():
+    """Both sides attack "to the right": with the ball on the centre line, each side's ball offset mirrors in x."""
+    env = FootballTeamEnv(1, seed=0, num_heroes=2)
+    env.reset()
+    scenario = env.env.scenario
+    scenario.blue_agents[0].set_pos(torch.tensor([[-0.5, 0.2]]), batch_index=None)
+    scenario.red_agents[0].set_pos(torch.tensor([[0.5, 0.2]]), batch_index=None)
+    scenario.ball.set_pos(torch.tensor([[0.0, 0.0]]), batch_index=None)
+    observations = env.env.get_from_scenario(True, False, False, False)[0]
+    blue, red = observations[0][0], observations[2][0]
+    # features 2:4 are the player's offset to the ball (after its own force, features 0:2)
+    torch.testing.assert_close(blue[2:4], red[2:4])
+
+
+def test_same_seed_same_game():
+    runs = []
+    for _ in range(2):
+        env = FootballTeamEnv(E, seed=7, num_heroes=N)
+        obs, _ = env.reset()
+        rng = np.random.default_rng(0)
+        trace = [obs]
+        for _ in range(10):
+            obs, scores, _, _ = env.step(random_actions(rng))
+            trace += [obs, scores]
+        runs.append(trace)
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_render_frame():
+    env = FootballTeamEnv(2, seed=0, num_heroes=N)
+    env.reset()
+    frame = env.render(env_index=1)
+    assert frame.ndim == 3 and frame.shape[2] == 3 and frame.dtype == np.uint8 and frame.std() > 0
+
+
+def test_needs_two_players_per_side():
+    with pytest.raises(ValueError, match="at least 2"):
+        FootballTeamEnv(1, seed=0, num_heroes=1)
