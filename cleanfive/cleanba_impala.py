@@ -1,0 +1,491 @@
+# docs and experiment results: docs/cleanba_impala.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import copy
+import hashlib
+import os
+import queue
+import random
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, pool_seed
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    deterministic: bool = True
+    """if toggled, deterministic torch kernels (cuDNN, cuBLAS): with the fixed actor/learner schedule, two runs with
+    the same seed give bit-identical parameters on one machine"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanfive"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    save_model: bool = False
+    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
+    quiet: bool = False
+    """if toggled, no progress line is printed"""
+    torch_threads: int = 1
+    """torch's intra-op CPU threads (one pool shared by the actor threads and the learner)"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment (any Atari v5 id of envpool, e.g. Breakout-v5, Pong-v5)"""
+    total_timesteps: int = 2_000_000
+    """total environment steps, summed over all learner processes"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    local_num_envs: int = 16
+    """the number of parallel environments of each learner process (split evenly across its actor threads)"""
+    num_actor_threads: int = 1
+    """the number of actor threads of each learner process (each steps its own envpool)"""
+    num_steps: int = 32
+    """the number of steps of each rollout (the V-trace unroll length)"""
+    anneal_lr: bool = True
+    """toggle learning rate annealing"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    vtrace_lambda: float = 1.0
+    """the V-trace mixing parameter lambda (c_i = lambda * min(1, rho_i))"""
+    vtrace_rho_bar: float = 1.0
+    """rho-bar: clip threshold of the importance ratios in the value targets"""
+    vtrace_pg_rho_bar: float = 1.0
+    """rho-bar_pg: clip threshold of the importance ratios in the policy-gradient advantages"""
+    num_minibatches: int = 4
+    """the number of mini-batches (each a group of whole env trajectories); one pass, one gradient step each"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    sync: bool = False
+    """if toggled, the actor waits for the learner: every rollout uses the latest parameters (policy lag 0)"""
+    policy_lag: int | None = None
+    """the actor acts with parameters this many versions old (default: 1, Cleanba's async setting; 0 with --sync)"""
+
+    # to be filled in runtime
+    world_size: int = 0
+    """the number of learner processes (from torchrun)"""
+    local_batch_size: int = 0
+    """the batch size of each learner process: local_num_envs * num_steps (computed in runtime)"""
+    batch_size: int = 0
+    """the batch size over all processes: world_size * local_batch_size (computed in runtime)"""
+    num_updates: int = 0
+    """the number of learner updates = the number of rollouts of each actor (computed in runtime)"""
+
+
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, num_actions: int):
+        super().__init__()
+        self.network = nn.Sequential(  # the Nature CNN
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+
+    def get_logits_and_value(self, x):
+        # x: uint8 (B, 4, 84, 84) -> logits (B, A), value (B,)
+        hidden = self.network(x / 255.0)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+
+
+def vtrace(values, rewards, discounts, log_rhos, lam=1.0, rho_bar=1.0, pg_rho_bar=1.0, c_bar=1.0):
+    """V-trace targets and policy-gradient advantages (IMPALA, Espeholt et al. 2018, section 4), time-major.
+
+    values: (T + 1, B) V(x_0..x_T) of the current value function, x_T the bootstrap observation; rewards,
+    discounts (gamma, or 0 where the step ended the episode), log_rhos (log pi/mu of the taken actions): (T, B).
+    Returns vs (T, B), the V-trace value targets, and pg_advantages (T, B) = rho_pg_s (r_s + gamma_s v_{s+1} - V(x_s)).
+    """
+    rhos = log_rhos.exp()
+    clipped_rhos = rhos.clamp(max=rho_bar)
+    cs = lam * rhos.clamp(max=c_bar)
+    deltas = clipped_rhos * (rewards + discounts * values[1:] - values[:-1])
+    # v_s - V(x_s) = delta_s + gamma_s c_s (v_{s+1} - V(x_{s+1})), computed backwards from v_T - V(x_T) = 0
+    vs_minus_v = torch.zeros_like(values)
+    for t in reversed(range(rewards.shape[0])):
+        vs_minus_v[t] = deltas[t] + discounts[t] * cs[t] * vs_minus_v[t + 1]
+    vs = values[:-1] + vs_minus_v[:-1]
+    vs_next = torch.cat([vs[1:], values[-1:]])  # v_{s+1}, and V(x_T) after the last step
+    pg_advantages = rhos.clamp(max=pg_rho_bar) * (rewards + discounts * vs_next - values[:-1])
+    return vs, pg_advantages
+
+
+def params_sha256(agent: nn.Module) -> str:
+    """A hash of every parameter and buffer, in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in agent.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def actor_thread(envs, agent, params, param_queue, rollout_queue, generator, args, device):
+    """Collect `num_updates` rollouts with parameters exactly `policy_lag` versions older than the learner's.
+
+    Before rollout r the actor takes version r - fetch_lag from `param_queue` (fetch_lag 1 async, 0 sync; the
+    learner puts versions in order), keeps the last policy_lag + 1 versions, and acts with version max(0, r - lag).
+    """
+    try:
+        E, T, lag = args.local_num_envs // args.num_actor_threads, args.num_steps, args.policy_lag
+        fetch_lag = min(lag, 1)
+        history = {0: params}  # version -> parameters
+        acting_version = -1
+        stats = EpisodeStatistics(E)
+        next_obs_np, _ = envs.reset()
+        next_obs = torch.as_tensor(next_obs_np, device=device)
+        next_done = torch.zeros(E, dtype=torch.bool, device=device)
+        for r in range(args.num_updates):
+            param_wait = 0.0
+            if r - fetch_lag >= 1:
+                start = time.time()
+                version, params = param_queue.get()
+                param_wait = time.time() - start
+                assert version == r - fetch_lag, (version, r, fetch_lag)
+                history[version] = params
+            version = max(0, r - lag)
+            if acting_version != version:
+                agent.load_state_dict(history[version])
+                acting_version = version
+            history = {v: p for v, p in history.items() if v >= r + 1 - lag}  # what later rollouts still need
+
+            # ALGO LOGIC: storage of one rollout; obs has one more row, the bootstrap observation
+            obs = torch.zeros((T + 1, E) + envs.observation_space.shape, dtype=torch.uint8, device=device)
+            actions = torch.zeros((T, E), dtype=torch.long, device=device)
+            logprobs = torch.zeros((T, E), device=device)
+            rewards = torch.zeros((T, E), device=device)
+            dones = torch.zeros((T, E), device=device)
+            valid = torch.zeros((T, E), device=device)
+            episodes = []
+            for t in range(T):
+                obs[t] = next_obs
+                # envpool autoresets "next-step": after a done, this step resets and ignores the action; not learned
+                valid[t] = (~next_done).float()
+                with torch.no_grad():
+                    logits, _ = agent.get_logits_and_value(next_obs)
+                    # sample with the actor's own generator (Gumbel-max: argmax(logits + Gumbel noise))
+                    u = torch.rand(logits.shape, generator=generator, device=device)
+                    action = (logits - torch.log(-torch.log(u))).argmax(dim=-1)
+                    logprobs[t] = F.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
+                actions[t] = action
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs_np, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+                assert (info["env_id"] == np.arange(E)).all()  # rows in env order (synchronous stepping)
+                rewards[t] = torch.as_tensor(reward, device=device)  # clipped: the learning signal
+                next_done = torch.as_tensor(terminated | truncated, device=device)  # a lost life is a done
+                dones[t] = next_done.float()
+                next_obs = torch.as_tensor(next_obs_np, device=device)
+                _, returns, lengths = stats.update(info, truncated)  # real game returns, unclipped
+                episodes += zip(returns.tolist(), lengths.tolist(), strict=True)
+            obs[T] = next_obs
+            rollout_queue.put(
+                {
+                    "obs": obs,
+                    "actions": actions,
+                    "logprobs": logprobs,
+                    "rewards": rewards,
+                    "dones": dones,
+                    "valid": valid,
+                    "version": version,
+                    "episodes": episodes,
+                    "param_wait": param_wait,
+                }
+            )
+    except BaseException as error:  # hand the failure to the learner instead of leaving it waiting
+        rollout_queue.put(error)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    if args.env_id not in ATARI_ENV_IDS:
+        usage_error(f"unknown --env-id {args.env_id!r}; use an Atari v5 id of envpool: {', '.join(ATARI_ENV_IDS)}")
+    for flag in ("total_timesteps", "local_num_envs", "num_actor_threads", "num_steps", "num_minibatches"):
+        if getattr(args, flag) < 1:
+            usage_error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.torch_threads < 1:
+        usage_error(f"--torch-threads must be at least 1, got {args.torch_threads}")
+    if args.policy_lag is None:
+        args.policy_lag = 0 if args.sync else 1
+    if args.policy_lag < 0 or (args.sync and args.policy_lag != 0):
+        usage_error(f"--policy-lag {args.policy_lag} is invalid here: use --sync alone, or --policy-lag K with K >= 0")
+    args.sync = args.policy_lag == 0
+    if args.local_num_envs % args.num_actor_threads != 0:
+        usage_error(
+            f"--local-num-envs {args.local_num_envs} cannot be split across --num-actor-threads "
+            f"{args.num_actor_threads}; pick a multiple"
+        )
+    if args.local_num_envs % args.num_minibatches != 0:
+        usage_error(
+            f"the batch of --local-num-envs {args.local_num_envs} trajectories cannot be split into "
+            f"--num-minibatches {args.num_minibatches} (minibatches are whole env trajectories); pick a divisor"
+        )
+
+    # multi-learner: one process per learner under torchrun; gloo on CPU, NCCL on GPU (one GPU per process)
+    distributed = "WORLD_SIZE" in os.environ
+    use_cuda = torch.cuda.is_available() and args.cuda
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    if distributed:
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    rank = dist.get_rank() if distributed else 0
+    args.world_size = dist.get_world_size() if distributed else 1
+    args.local_batch_size = args.local_num_envs * args.num_steps
+    args.batch_size = args.world_size * args.local_batch_size
+    args.num_updates = max(1, args.total_timesteps // args.batch_size)
+    if not 0 <= args.seed <= 2**31 - args.world_size * args.local_num_envs:  # env seeds: seed + global env index
+        usage_error(f"--seed {args.seed} must be in [0, 2**31 - {args.world_size * args.local_num_envs}] (int32)")
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if distributed:  # every learner logs under rank 0's name
+        names = [run_name]
+        dist.broadcast_object_list(names, src=0)
+        run_name = names[0]
+    writer = None
+    if rank == 0:
+        if args.track:
+            import wandb
+
+            wandb.init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                sync_tensorboard=True,
+                config=vars(args),
+                name=run_name,
+                save_code=True,
+            )
+        writer = SummaryWriter(f"runs/{run_name}")
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+        )
+
+    # TRY NOT TO MODIFY: seeding (the same network seed on every learner, so they start identical)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.torch_threads)
+    if args.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS; read at cuBLAS init
+        torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = args.deterministic
+    torch.backends.cudnn.benchmark = not args.deterministic
+
+    # env setup. Seed scheme: actor thread j of learner `rank` steps env pool p = rank * num_actor_threads + j,
+    # and env i of pool p gets seed args.seed + p * envs_per_pool + i (= args.seed + the env's global index), so
+    # no two envs of any thread or process share a seed. Its action sampler is seeded by SeedSequence([seed, p]).
+    envs_per_pool = args.local_num_envs // args.num_actor_threads
+    pool_indices = [rank * args.num_actor_threads + j for j in range(args.num_actor_threads)]
+    envs = [make_atari(args.env_id, envs_per_pool, pool_seed(args.seed, p, envs_per_pool)) for p in pool_indices]
+    generators = [torch.Generator(device=device) for _ in pool_indices]
+    for generator, p in zip(generators, pool_indices, strict=True):
+        generator.manual_seed(int(np.random.SeedSequence([args.seed, p]).generate_state(1)[0]))
+
+    agent = Agent(envs[0].action_space.n).to(device)
+    if distributed:
+        for param in agent.parameters():
+            dist.broadcast(param.data, src=0)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # Cleanba's architecture: each actor thread and the learner are joined by two queues of size 1
+    param_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
+    rollout_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
+    initial_params = {k: v.detach().clone() for k, v in agent.state_dict().items()}  # version 0
+    threads = [
+        threading.Thread(
+            target=actor_thread,
+            args=(envs[j], copy.deepcopy(agent), initial_params, param_queues[j], rollout_queues[j]),
+            kwargs={"generator": generators[j], "args": args, "device": device},
+            daemon=True,
+        )
+        for j in range(args.num_actor_threads)
+    ]
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = last_print = time.time()
+    recent_returns = deque(maxlen=100)
+    num_episodes = 0
+    for thread in threads:
+        thread.start()
+
+    fetch_lag = min(args.policy_lag, 1)
+    m = args.local_num_envs // args.num_minibatches  # trajectories per minibatch
+    for update in range(1, args.num_updates + 1):
+        # the rollout of each actor thread, in thread order: a fixed consumption order
+        wait_start = time.time()
+        rollouts = [q.get() for q in rollout_queues]
+        rollout_wait = time.time() - wait_start
+        for item in rollouts:
+            if isinstance(item, BaseException):
+                raise RuntimeError("an actor thread failed") from item
+        keys = ("obs", "actions", "logprobs", "rewards", "dones", "valid")
+        b = {k: torch.cat([ro[k] for ro in rollouts], dim=1) for k in keys}  # (T[+1], local_num_envs, ...)
+        actor_version = rollouts[0]["version"]
+        learner_version = update - 1  # the parameters this update starts from
+        global_step += args.batch_size
+
+        if args.anneal_lr:
+            frac = 1.0 - (update - 1.0) / args.num_updates
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+        # ALGO LOGIC: one pass over the rollout in minibatches of whole trajectories, one gradient step each
+        logs = []
+        for start in range(0, args.local_num_envs, m):
+            cols = slice(start, start + m)
+            mb_obs = b["obs"][:, cols]  # (T + 1, m, 4, 84, 84)
+            logits, values = agent.get_logits_and_value(mb_obs.reshape((-1,) + mb_obs.shape[2:]))
+            logits = logits.view(args.num_steps + 1, m, -1)[:-1]
+            values = values.view(args.num_steps + 1, m)
+            logp_all = F.log_softmax(logits, dim=-1)
+            newlogprob = (logp_all * F.one_hot(b["actions"][:, cols], logp_all.shape[-1])).sum(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            logratio = newlogprob.detach() - b["logprobs"][:, cols]
+            discounts = args.gamma * (1.0 - b["dones"][:, cols])  # a done (lost life or game over) cuts bootstrap
+            with torch.no_grad():
+                vs, pg_advantages = vtrace(
+                    values.detach(),
+                    b["rewards"][:, cols],
+                    discounts,
+                    logratio,
+                    lam=args.vtrace_lambda,
+                    rho_bar=args.vtrace_rho_bar,
+                    pg_rho_bar=args.vtrace_pg_rho_bar,
+                )
+            w = b["valid"][:, cols]  # 0 on envpool's reset steps
+            n = w.sum().clamp(min=1)
+            pg_loss = -(pg_advantages * newlogprob * w).sum() / n
+            v_loss = 0.5 * (((values[:-1] - vs) ** 2) * w).sum() / n
+            entropy_loss = (entropy * w).sum() / n
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            if distributed:  # average the gradients of all learners
+                grads = [p.grad for p in agent.parameters()]
+                flat = torch.cat([g.reshape(-1) for g in grads])
+                dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+                flat /= args.world_size
+                offset = 0
+                for g in grads:
+                    g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                    offset += g.numel()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+            with torch.no_grad():
+                ratio = logratio.exp()
+                logs.append(
+                    [
+                        pg_loss.item(),
+                        v_loss.item(),
+                        entropy_loss.item(),
+                        ((((ratio - 1) - logratio) * w).sum() / n).item(),  # approx_kl(mu || pi)
+                        (logratio.abs() * w).max().item(),  # ~0 on the first minibatch of a --sync update
+                    ]
+                )
+
+        # hand the new version to the actors; a version no rollout will use is not sent
+        if update + fetch_lag <= args.num_updates - 1:
+            params = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+            for q in param_queues:
+                q.put((update, params))
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        if writer is not None:
+            for ro in rollouts:
+                for episodic_return, episodic_length in ro["episodes"]:
+                    recent_returns.append(episodic_return)
+                    num_episodes += 1
+                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+            logs = np.array(logs)
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/policy_loss", logs[:, 0].mean(), global_step)
+            writer.add_scalar("losses/value_loss", logs[:, 1].mean(), global_step)
+            writer.add_scalar("losses/entropy", logs[:, 2].mean(), global_step)
+            writer.add_scalar("losses/approx_kl", logs[:, 3].mean(), global_step)
+            writer.add_scalar("losses/first_minibatch_max_abs_logratio", logs[0, 4], global_step)
+            writer.add_scalar("charts/actor_policy_version", actor_version, global_step)
+            writer.add_scalar("charts/learner_policy_version", learner_version, global_step)
+            writer.add_scalar("charts/policy_version_lag", learner_version - actor_version, global_step)
+            writer.add_scalar("stats/rollout_queue_get_time", rollout_wait, global_step)
+            writer.add_scalar("stats/param_queue_get_time", sum(ro["param_wait"] for ro in rollouts), global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if not args.quiet and (time.time() - last_print > 10 or update == args.num_updates):
+                last_print = time.time()
+                eta = (args.num_updates - update) * (last_print - start_time) / update
+                mean_return = np.mean(recent_returns) if recent_returns else float("nan")
+                print(
+                    f"update {update}/{args.num_updates} global_step={global_step} SPS={sps} "
+                    f"episodic_return(last {len(recent_returns)})={mean_return:.2f} ETA={eta:.0f}s",
+                    flush=True,
+                )
+
+    for thread in threads:
+        thread.join()
+    wall = time.time() - start_time
+
+    # every learner must end with the same parameters (the all_reduce keeps them in lockstep)
+    identical = True
+    if distributed:
+        flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()])
+        low, high = flat.clone(), flat.clone()
+        dist.all_reduce(low, op=dist.ReduceOp.MIN)
+        dist.all_reduce(high, op=dist.ReduceOp.MAX)
+        identical = bool(torch.equal(low, high))
+
+    if rank == 0:
+        print(
+            f"final global_step={global_step} SPS={global_step / wall:.1f} wall={wall:.1f}s "
+            f"episodes={num_episodes} learners={args.world_size} learners_identical={identical} "
+            f"params_sha256={params_sha256(agent)}",
+            flush=True,
+        )
+        if args.save_model:
+            model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
+            torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
+            os.replace(model_path + ".tmp", model_path)
+            print(f"model saved to {model_path}")
+        writer.close()
+    if distributed:
+        dist.destroy_process_group()

@@ -1,0 +1,369 @@
+"""cleanfive/cleanba_impala.py: V-trace against the IMPALA paper's definition, the actor's policy lag, the envpool
+facts that cleanfive/envs/atari.py relies on, and end-to-end runs (single process, --sync, --policy-lag, torchrun)
+in subprocesses with tiny budgets."""
+
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from cleanfive.cleanba_impala import Agent, actor_thread, vtrace
+from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, pool_seed
+
+SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "cleanba_impala.py"
+# 2 envs x 64 steps x 4 updates: about 2 s of training; seed 1 finishes two Breakout games within it
+TINY = ["--local-num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--total-timesteps", "512", "--quiet"]
+FINAL = re.compile(r"^final global_step=(\d+) .* learners=(\d+) learners_identical=(\w+) params_sha256=(\w+)$", re.M)
+
+
+# ---------------------------------------------------------------- V-trace
+
+
+def vtrace_by_definition(values, rewards, discounts, log_rhos, lam, rho_bar, pg_rho_bar):
+    """IMPALA (Espeholt et al. 2018) eq. 1 written out as a sum, float64, one trajectory at a time:
+
+    v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i c_i) delta_t,
+    delta_t = rho_t (r_t + gamma_t V(x_{t+1}) - V(x_t)), rho_t = min(rho_bar, pi/mu), c_i = lam * min(1, pi/mu),
+    gamma_i = 0 after a terminal step;
+    policy-gradient advantage (section 4.2): min(pg_rho_bar, pi/mu) (r_s + gamma_s v_{s+1} - V(x_s)), v_T = V(x_T).
+    """
+    T, B = rewards.shape
+    vs, adv = np.zeros((T, B)), np.zeros((T, B))
+    for b in range(B):
+        ratio = np.exp(log_rhos[:, b])
+        for s in range(T):
+            total, trace = values[s, b], 1.0
+            for t in range(s, T):
+                delta = min(rho_bar, ratio[t]) * (rewards[t, b] + discounts[t, b] * values[t + 1, b] - values[t, b])
+                total += trace * delta
+                trace *= discounts[t, b] * lam * min(1.0, ratio[t])
+            vs[s, b] = total
+        for s in range(T):
+            v_next = vs[s + 1, b] if s + 1 < T else values[T, b]
+            adv[s, b] = min(pg_rho_bar, ratio[s]) * (rewards[s, b] + discounts[s, b] * v_next - values[s, b])
+    return vs, adv
+
+
+@pytest.mark.parametrize(
+    ("lam", "rho_bar", "pg_rho_bar"),
+    [(1.0, 1.0, 1.0), (0.9, 1.0, 1.0), (1.0, 0.5, 2.0)],  # the thesis' setting, then lambda and each clip moved
+)
+def test_vtrace_matches_the_papers_definition(lam, rho_bar, pg_rho_bar):
+    rng = np.random.default_rng(0)
+    T, B = 9, 5
+    values = rng.normal(size=(T + 1, B))
+    rewards = rng.normal(size=(T, B))
+    discounts = 0.99 * (rng.random((T, B)) > 0.2)  # about one step in five ends an episode
+    log_rhos = rng.normal(scale=1.0, size=(T, B))  # many ratios above 1: the truncation matters
+    discounts[T - 1, 0], discounts[0, 1] = 0.0, 0.0  # terminal at the last and at the first step
+    expected_vs, expected_adv = vtrace_by_definition(values, rewards, discounts, log_rhos, lam, rho_bar, pg_rho_bar)
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in dict(v=values, r=rewards, d=discounts, l=log_rhos).items()}
+    vs, adv = vtrace(t["v"], t["r"], t["d"], t["l"], lam=lam, rho_bar=rho_bar, pg_rho_bar=pg_rho_bar)
+    np.testing.assert_allclose(vs.numpy(), expected_vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(adv.numpy(), expected_adv, rtol=1e-12, atol=1e-12)
+    # the data exercises truncation: without clipping the targets would differ
+    unclipped, _ = vtrace(t["v"], t["r"], t["d"], t["l"], lam=lam, rho_bar=1e9, pg_rho_bar=1e9, c_bar=1e9)
+    assert not torch.allclose(unclipped, vs)
+
+
+def test_vtrace_on_policy_is_the_discounted_return():
+    """pi = mu, lambda = 1: v_s is the n-step return r_s + g r_{s+1} + ... + g^(T-s) V(x_T), cut at terminals."""
+    rng = np.random.default_rng(1)
+    T, B, gamma = 7, 3, 0.9
+    values, rewards = rng.normal(size=(T + 1, B)), rng.normal(size=(T, B))
+    dones = np.zeros((T, B))
+    dones[2, 0] = dones[6, 1] = 1.0
+    expected = np.zeros((T, B))
+    for b in range(B):
+        ret = values[T, b]
+        for s in reversed(range(T)):
+            ret = rewards[s, b] + gamma * (1.0 - dones[s, b]) * ret
+            expected[s, b] = ret
+    vs, adv = vtrace(
+        torch.tensor(values),
+        torch.tensor(rewards),
+        torch.tensor(gamma * (1 - dones)),
+        torch.zeros(T, B, dtype=torch.float64),
+    )
+    np.testing.assert_allclose(vs.numpy(), expected, rtol=1e-12)
+    # on-policy advantage: r_s + gamma v_{s+1} - V(x_s) = v_s - V(x_s) (the bootstrap target is the return)
+    np.testing.assert_allclose(adv.numpy(), expected - values[:-1], rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- the actor's policy lag
+
+
+class ConstantAtari:
+    """A stand-in envpool pool: blank frames, no reward, no episode end; rows in env order."""
+
+    observation_space = SimpleNamespace(shape=(4, 84, 84))
+
+    def __init__(self, num_envs):
+        self.n = num_envs
+
+    def reset(self):
+        return np.zeros((self.n, 4, 84, 84), dtype=np.uint8), {}
+
+    def step(self, action):
+        zeros = np.zeros(self.n)
+        info = {"env_id": np.arange(self.n), "reward": zeros, "terminated": zeros, "elapsed_step": zeros}
+        return self.reset()[0], zeros.astype(np.float32), zeros > 0, zeros > 0, info
+
+
+def version_params(agent, version):
+    """Parameters whose policy is softmax([version / 2, 0, 0, 0]) on every observation: the version is readable."""
+    params = {k: v.clone() for k, v in agent.state_dict().items()}
+    params["actor.weight"].zero_()
+    params["actor.bias"].copy_(torch.tensor([version / 2, 0.0, 0.0, 0.0]))
+    return params
+
+
+@pytest.mark.parametrize("lag", [0, 1, 3])
+def test_actor_acts_with_parameters_exactly_lag_versions_old(lag):
+    """Rollout r is collected, every step of it, with version max(0, r - lag); the learner (emulated here exactly as
+    the script's loop does it) then updates from version r: after the first update the lag is `lag`."""
+    torch.manual_seed(0)
+    num_updates, E, T = 7, 2, 3
+    agent = Agent(num_actions=4)
+    args = SimpleNamespace(local_num_envs=E, num_actor_threads=1, num_steps=T, policy_lag=lag, num_updates=num_updates)
+    param_q, rollout_q = queue.Queue(maxsize=1), queue.Queue(maxsize=1)
+    generator = torch.Generator().manual_seed(0)
+    thread = threading.Thread(
+        target=actor_thread,
+        args=(ConstantAtari(E), agent, version_params(agent, 0), param_q, rollout_q, generator, args, "cpu"),
+        daemon=True,
+    )
+    thread.start()
+    fetch_lag = min(lag, 1)
+    used = []
+    for update in range(1, num_updates + 1):
+        rollout = rollout_q.get(timeout=60)
+        assert not isinstance(rollout, BaseException), rollout
+        # decode which version produced each logged log-probability
+        candidates = torch.stack([torch.log_softmax(torch.tensor([v / 2, 0.0, 0.0, 0.0]), 0) for v in range(update)])
+        logp = candidates[:, rollout["actions"]]  # (versions, T, E)
+        matches = (logp - rollout["logprobs"]).abs() < 1e-6
+        acting = {v for v in range(update) if matches[v].all()}
+        assert acting == {rollout["version"]}, (update, acting, rollout["version"])
+        used.append(rollout["version"])
+        if update + fetch_lag <= num_updates - 1:
+            param_q.put((update, version_params(agent, update)))
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    learner_versions = list(range(num_updates))  # update u starts from version u - 1
+    assert used == [max(0, v - lag) for v in learner_versions]
+    assert [learner - actor for learner, actor in zip(learner_versions, used, strict=True)][lag:] == [lag] * (
+        num_updates - lag
+    )
+
+
+# ---------------------------------------------------------------- envpool facts (cleanfive/envs/atari.py)
+
+
+def test_atari_ids_and_unknown_id():
+    assert {"Breakout-v5", "Pong-v5", "SpaceInvaders-v5"} <= set(ATARI_ENV_IDS)
+    assert not any(k.startswith(("CartPole", "ConnectFour")) for k in ATARI_ENV_IDS)
+    with pytest.raises(ValueError):
+        make_atari("CartPole-v1", 1, 0)
+
+
+def test_envpool_seeds_collide_across_pools_and_pool_seed_avoids_it():
+    # the anchor's defect: pools seeded 7 and 8 share an env (env i of a pool is seeded seed + i)
+    a, b = make_atari("Breakout-v5", 3, 7), make_atari("Breakout-v5", 3, 8)
+    obs_a, _ = a.reset()
+    obs_b, _ = b.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        actions = rng.integers(4, size=4)
+        obs_a, *_ = a.step(actions[:3])
+        obs_b, *_ = b.step(actions[1:])
+        assert (obs_a[1] == obs_b[0]).all() and (obs_a[2] == obs_b[1]).all()
+    # pool_seed: pool p = rank * threads + thread owns seeds base + p * E ... base + p * E + E - 1
+    world, threads, E = 3, 2, 5
+    seeds = [pool_seed(11, r * threads + j, E) + i for r in range(world) for j in range(threads) for i in range(E)]
+    assert sorted(seeds) == list(range(11, 11 + world * threads * E))
+    with pytest.raises(ValueError):
+        pool_seed(2**31 - 3, 0, 4)
+
+
+def test_envpool_episodic_life_and_next_step_autoreset():
+    envs = make_atari("Breakout-v5", 4, 1)
+    obs, info = envs.reset()
+    assert obs.shape == (4, 4, 84, 84) and obs.dtype == np.uint8 and envs.action_space.n == 4
+    rng = np.random.default_rng(0)
+    prev_done = np.zeros(4, dtype=bool)
+    prev_elapsed = info["elapsed_step"].copy()
+    seen_life_loss = seen_game_over = False
+    for _ in range(700):
+        obs, reward, terminated, truncated, info = envs.step(rng.integers(4, size=4))
+        assert (info["env_id"] == np.arange(4)).all()
+        game_over = info["terminated"].astype(bool)
+        assert (game_over <= terminated).all()  # a game over is also a done
+        life_lost = terminated & ~game_over
+        assert (info["lives"][life_lost] > 0).all() and (info["lives"][game_over] == 0).all()
+        seen_life_loss |= life_lost.any()
+        seen_game_over |= game_over.any()
+        # the step after a done is a reset: no reward, not a done, and not counted by elapsed_step after a lost life
+        assert (reward[prev_done] == 0).all() and not terminated[prev_done].any()
+        after_life = prev_done & (info["lives"] > 0) & (info["elapsed_step"] > 0)
+        assert (info["elapsed_step"][after_life] == prev_elapsed[after_life]).all()
+        prev_done, prev_elapsed = terminated | truncated, info["elapsed_step"].copy()
+    assert seen_life_loss and seen_game_over
+
+
+def test_envpool_clips_rewards_and_keeps_the_game_score_in_info():
+    envs = make_atari("SpaceInvaders-v5", 4, 0)  # aliens are worth 5 to 30 points
+    envs.reset()
+    rng = np.random.default_rng(0)
+    seen_big = False
+    for _ in range(300):
+        _, reward, _, _, info = envs.step(rng.integers(envs.action_space.n, size=4))
+        np.testing.assert_array_equal(reward, np.sign(info["reward"]))
+        seen_big |= bool((info["reward"] > 1).any())
+    assert seen_big
+
+
+def test_episode_statistics_sum_the_game_over_lives():
+    stats = EpisodeStatistics(2)
+
+    def info(reward, game_over, elapsed):
+        return {"reward": np.array(reward), "terminated": np.array(game_over), "elapsed_step": np.array(elapsed)}
+
+    no = np.zeros(2, dtype=bool)
+    assert stats.update(info([4.0, 1.0], [0, 0], [1, 1]), no)[0].size == 0
+    assert stats.update(info([7.0, 0.0], [0, 0], [2, 2]), no)[0].size == 0  # env 0 lost a life here: not an end
+    ended, returns, lengths = stats.update(info([1.0, 2.0], [1, 0], [3, 3]), no)
+    assert ended.tolist() == [0] and returns.tolist() == [12.0] and lengths.tolist() == [3]
+    ended, returns, lengths = stats.update(info([5.0, 1.0], [0, 0], [0, 4]), np.array([False, True]))  # truncated
+    assert ended.tolist() == [1] and returns.tolist() == [4.0] and lengths.tolist() == [4]
+    assert stats.returns.tolist() == [5.0, 0.0]
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def run(tmp_path, *flags, launcher=()):
+    return subprocess.run(
+        [sys.executable, *launcher, str(SCRIPT), *flags], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+
+
+def scalars(run_dir):
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.fixture(scope="module")
+def seeded_runs(tmp_path_factory):
+    """Two runs with seed 1 and one with seed 2, each in its own directory: (stdout, scalars) each."""
+    out = []
+    for seed, extra in [(1, ["--save-model"]), (1, []), (2, [])]:
+        tmp = tmp_path_factory.mktemp(f"seed{seed}")
+        result = run(tmp, *TINY, "--seed", str(seed), *extra)
+        assert result.returncode == 0, result.stderr
+        (run_dir,) = (tmp / "runs").iterdir()
+        out.append((result.stdout, scalars(run_dir), run_dir))
+    return out
+
+
+def test_tiny_run_writes_cleanrl_metrics_and_lags_one_version(seeded_runs):
+    stdout, tags, run_dir = seeded_runs[0]
+    assert run_dir.name.startswith("Breakout-v5__cleanba_impala__1__")
+    for tag in [
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "charts/policy_version_lag",
+        "stats/rollout_queue_get_time",
+        "stats/param_queue_get_time",
+    ]:
+        assert tag in tags, f"{tag} missing from {sorted(tags)}"
+    assert tags["charts/learner_policy_version"] == [0, 1, 2, 3]
+    assert tags["charts/actor_policy_version"] == [0, 0, 1, 2]  # learner version - 1 after the first update
+    assert tags["charts/policy_version_lag"] == [0, 1, 1, 1]
+    # the first update is on-policy (ratio 1 up to rounding); later ones start from stale behaviour log-probs
+    first_mb = tags["losses/first_minibatch_max_abs_logratio"]
+    assert first_mb[0] < 1e-5 and min(first_mb[1:]) > 1e-4
+    assert len(tags["charts/episodic_return"]) >= 1
+    saved = torch.load(run_dir / "cleanba_impala.cleanfive_model", weights_only=False)
+    assert saved["args"]["env_id"] == "Breakout-v5" and saved["args"]["policy_lag"] == 1
+    assert "actor.weight" in saved["model"]
+    (final,) = FINAL.findall(stdout)
+    assert final[:3] == ("512", "1", "True")
+
+
+def test_two_seeded_runs_are_bit_identical(seeded_runs):
+    (out_a, tags_a, _), (out_b, tags_b, _), (out_c, tags_c, _) = seeded_runs
+    hash_a, hash_b, hash_c = (FINAL.findall(out)[0][3] for out in (out_a, out_b, out_c))
+    assert hash_a == hash_b != hash_c
+    timing = {"charts/SPS", "stats/rollout_queue_get_time", "stats/param_queue_get_time"}
+    for tag in set(tags_a) - timing:
+        assert tags_a[tag] == tags_b[tag], tag  # returns, lengths, losses: equal floats
+    assert tags_a["losses/value_loss"] != tags_c["losses/value_loss"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "actor_versions", "lag"),
+    [(["--sync"], [0, 1, 2, 3], 0), (["--policy-lag", "2"], [0, 0, 0, 1], 2)],
+)
+def test_sync_and_policy_lag(tmp_path, flags, actor_versions, lag):
+    result = run(tmp_path, *TINY, *flags)
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    tags = scalars(run_dir)
+    assert tags["charts/actor_policy_version"] == actor_versions
+    assert tags["charts/policy_version_lag"][lag:] == [lag] * (4 - lag)
+    first_mb = tags["losses/first_minibatch_max_abs_logratio"]
+    if lag == 0:  # synchronous: every update starts on-policy (ratio 1 up to the rounding of another batch shape)
+        assert max(first_mb) < 1e-5
+    else:
+        assert min(first_mb[lag:]) > 1e-4
+
+
+def test_torchrun_two_learners_average_gradients(tmp_path):
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
+    result = run(tmp_path, *TINY, launcher=launcher)
+    assert result.returncode == 0, result.stderr
+    (final,) = FINAL.findall(result.stdout)  # printed by rank 0 only
+    assert final[:3] == ("512", "2", "True")  # 2 learners x 2 envs x 64 steps x 2 updates; identical parameters
+    (run_dir,) = (tmp_path / "runs").iterdir()  # one TensorBoard run, written by rank 0
+    tags = scalars(run_dir)
+    assert tags["charts/learner_policy_version"] == [0, 1]
+    assert tags["charts/actor_policy_version"] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--env-id", "CartPole-v1"], "Breakout-v5"),
+        (["--env-id", "Pong-v4"], "--env-id"),
+        (["--num-minibatches", "3"], "--num-minibatches"),
+        (["--num-actor-threads", "3"], "--num-actor-threads"),
+        (["--sync", "--policy-lag", "2"], "--policy-lag"),
+        (["--seed", "-1"], "--seed"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
+    result = run(tmp_path, *TINY, *flags)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], result.stderr
+    assert not (tmp_path / "runs").exists()
