@@ -1,4 +1,4 @@
-"""Learning benchmark of cleanfive/ppo_lstm_selfplay.py on ConnectFour-v1 with its default settings.
+"""Learning benchmark of cleanfive/ppo_lstm_selfplay.py on ConnectFour-v1 (its defaults otherwise).
 
 Runs the script once per seed (one after the other, as on a user's laptop), each for a fixed wall-clock budget,
 records the machine's load average while it runs (other jobs on the machine slow the run down), reads the
@@ -32,7 +32,7 @@ REFERENCES = ["random", "greedy", "lookahead"]  # the script's default --referen
 
 def run_seed(seed: int, minutes: float, extra: list[str]) -> list[dict]:
     """Run one seed for `minutes` of wall time; return its evaluations (time, step, mu, win rates)."""
-    cmd = [sys.executable, "-u", str(SCRIPT), "--seed", str(seed), *extra]
+    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", "ConnectFour-v1", "--seed", str(seed), *extra]
     print("$", " ".join(cmd), flush=True)
     rows = []
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:

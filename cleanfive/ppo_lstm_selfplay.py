@@ -12,7 +12,8 @@ import torch.optim as optim
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv, bot_actions, play_bots
+from cleanfive.envs.football import FootballUnavailable
+from cleanfive.envs.teams import make_team_env, play_bots
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings
 
 
@@ -38,10 +39,12 @@ class Args:
     """if toggled, no progress line is printed"""
 
     # Algorithm specific arguments
-    env_id: str = "ConnectFour-v1"
-    """the id of the two-sided environment (one of cleanfive.envs.board.BOARD_ENV_IDS)"""
+    env_id: str = "Moba5v5-v0"
+    """the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS)"""
+    num_heroes: int | None = None
+    """heroes per side, sharing the policy's weights (default: 5 in the team worlds, 1 in the board games)"""
     total_timesteps: int = 3_000_000
-    """total environment steps (each step moves one hero on each side of every environment)"""
+    """total environment steps (each step moves every hero of both sides of every environment)"""
     learning_rate: float = 1e-3
     """the learning rate of the optimizer"""
     num_envs: int = 64
@@ -52,8 +55,8 @@ class Args:
     """truncated BPTT: the length of each training sequence, cut from the segment"""
     anneal_lr: bool = True
     """toggle learning rate annealing"""
-    gamma: float = 0.99
-    """the discount factor gamma"""
+    horizon_seconds: float = 100.0
+    """time horizon H in game seconds: gamma = 1 - T / H with T the game seconds per step (Appendix, "horizon")"""
     gae_lambda: float = 0.95
     """the lambda for the general advantage estimation"""
     num_minibatches: int = 4
@@ -67,15 +70,35 @@ class Args:
     clip_vloss: bool = True
     """toggles whether or not to use a clipped loss for the value function"""
     ent_coef: float = 0.01
-    """coefficient of the entropy"""
+    """coefficient of the entropy at the start"""
+    ent_coef_final: float = 0.001
+    """coefficient of the entropy at the end, annealed linearly (OpenAI Five: 0.01 -> 0.001)"""
     vf_coef: float = 0.5
     """coefficient of the value function"""
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
+    clip_grad_per_param: bool = False
+    """OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
     hidden_size: int = 256
     """width of the MLP encoder and of the LSTM"""
+    norm_obs: bool = True
+    """normalise observations by running mean and std, clipped to +-5"""
+    norm_reward: bool = True
+    """divide rewards by a running estimate of the standard deviation of the discounted return"""
+
+    # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
+    zero_sum: bool = True
+    """subtract the mean reward of the enemy heroes from each hero's reward"""
+    team_spirit_start: float = 0.3
+    """team spirit tau at the start: r_i <- (1 - tau) r_i + tau mean(team)"""
+    team_spirit_end: float = 1.0
+    """team spirit tau at the end, annealed linearly (OpenAI Five: 0.3 -> 1.0)"""
+    time_decay: float = 0.6
+    """rewards other than the win are multiplied by time_decay ** (t / time_decay_seconds)"""
+    time_decay_seconds: float = 100.0
+    """game seconds per factor time_decay (OpenAI Five: 10 minutes of ~45-minute games)"""
 
     # Self-play (OpenAI Five, Appendix N)
     past_fraction: float = 0.2
@@ -86,8 +109,8 @@ class Args:
     """eta of the quality-score update q_i -= eta / (N p_i)"""
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
-    references: tuple[str, ...] = ("random", "greedy", "lookahead")
-    """scripted reference bots (the first one is the anchor at mu = 0)"""
+    references: tuple[str, ...] = ()
+    """scripted reference bots, the first one the anchor at mu = 0 (empty: every bot of the world)"""
     reference_games: int = 400
     """games per pair of references to rate the reference pool once at start"""
     eval_every: int = 10
@@ -98,12 +121,14 @@ class Args:
     # to be filled in runtime
     num_players: int = 0
     """heroes driven by the script: num_envs * 2 sides * heroes per side"""
+    gamma: float = 0.0
+    """the discount factor gamma (computed in runtime from horizon_seconds)"""
     batch_size: int = 0
     """the batch size (computed in runtime)"""
     num_sequences: int = 0
-    """the number of BPTT sequences per rollout (computed in runtime)"""
+    """the number of BPTT sequences of whole teams per rollout (computed in runtime)"""
     minibatch_sequences: int = 0
-    """the number of BPTT sequences per mini-batch (computed in runtime)"""
+    """the number of team sequences per mini-batch (computed in runtime)"""
     num_iterations: int = 0
     """the number of iterations (computed in runtime)"""
 
@@ -114,6 +139,15 @@ def usage_error(message: str) -> None:
     sys.exit(2)
 
 
+def update_moments(mean, var, count, batch):
+    """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula."""
+    batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
+    delta, total = batch_mean - mean, count + batch_count
+    new_mean = mean + delta * batch_count / total
+    new_var = (var * count + batch_var * batch_count + delta**2 * count * batch_count / total) / total
+    return new_mean, new_var, total
+
+
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
@@ -121,16 +155,22 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_size: int, num_actions: int, hidden_size: int):
+    def __init__(self, obs_size: int, num_actions: int, num_heroes: int, hidden_size: int):
         super().__init__()
+        self.num_heroes = num_heroes
+        # observation normalisation statistics travel with the weights (past versions keep their own)
+        self.register_buffer("obs_mean", torch.zeros(obs_size))
+        self.register_buffer("obs_var", torch.ones(obs_size))
+        self.register_buffer("obs_count", torch.tensor(1e-4))
         self.encoder = nn.Sequential(
-            nn.Flatten(),
             layer_init(nn.Linear(obs_size, hidden_size)),
             nn.ReLU(),
             layer_init(nn.Linear(hidden_size, hidden_size)),
             nn.ReLU(),
         )
-        self.lstm = nn.LSTM(hidden_size, hidden_size)
+        self.hero_embedding = nn.Embedding(num_heroes, hidden_size)  # hero-id input: which hero this row drives
+        self.pool_size = hidden_size // 4
+        self.lstm = nn.LSTM(hidden_size + self.pool_size, hidden_size)
         for name, param in self.lstm.named_parameters():
             if "bias" in name:
                 nn.init.constant_(param, 0)
@@ -139,9 +179,23 @@ class Agent(nn.Module):
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1)
 
+    def update_obs_stats(self, x):
+        x = x.flatten(1)
+        self.obs_mean, self.obs_var, self.obs_count = update_moments(self.obs_mean, self.obs_var, self.obs_count, x)
+
+    def embed(self, x):
+        # x: (B, *obs_shape), the N heroes of a team in consecutive rows
+        x = ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
+        hidden = self.encoder(x)
+        hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
+        hidden = hidden + self.hero_embedding(hero)
+        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
+        pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
+        return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
+
     def get_states(self, x, lstm_state, done):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done: (T * B,)
-        hidden = self.encoder(x)
+        hidden = self.embed(x)
         batch_size = lstm_state[0].shape[1]
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
         done = done.reshape((-1, batch_size))
@@ -170,35 +224,48 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
-def play_references(agent, references, args, evaluator, device, rng):
+def shape_rewards(scores, weights, is_win, time, tau, args):
+    """Per-hero rewards (E, 2, N) from score changes (E, 2, N, C) (OpenAI Five, Appendix G).
+
+    Weighted scores, then zero-sum (r_i -= mean of the enemy heroes), team spirit
+    (r_i = (1 - tau) r_i + tau mean(team)) and time decay of everything but the win. All three are linear, so they
+    are applied to the win part and to the rest separately, and the rest is decayed at the end.
+    """
+    parts = np.stack([(scores * weights * is_win).sum(-1), (scores * weights * ~is_win).sum(-1)])  # (2, E, 2, N)
+    if args.zero_sum:
+        parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)
+    parts = (1 - tau) * parts + tau * parts.mean(-1, keepdims=True)
+    decay = args.time_decay ** (time / args.time_decay_seconds)
+    return parts[0] + decay[:, None, None] * parts[1]
+
+
+def play_references(agent, args, evaluator, device, rng):
     """TrueSkill evaluation (Appendix J): play `eval_games` games against each reference within 10 points."""
-    env = BoardTeamEnv(args.env_id, args.eval_games, seed=int(rng.integers(2**31)))
+    env = make_team_env(args.env_id, args.eval_games, int(rng.integers(2**31)), args.num_heroes)
+    E, N = args.eval_games, args.num_heroes
+    rows = np.arange(E)
     winrates = {}
     for name in evaluator.choose():
         obs, info = env.reset()
-        agent_side = np.arange(args.eval_games) % 2  # the agent plays each side in half of the games
-        rows = np.arange(args.eval_games)
+        agent_side = rows % 2  # the agent plays each side in half of the games
         state = (
-            torch.zeros(1, args.eval_games, agent.lstm.hidden_size, device=device),
-            torch.zeros(1, args.eval_games, agent.lstm.hidden_size, device=device),
+            torch.zeros(1, E * N, agent.lstm.hidden_size, device=device),
+            torch.zeros(1, E * N, agent.lstm.hidden_size, device=device),
         )
-        done = torch.zeros(args.eval_games, device=device)
-        scores = np.full(args.eval_games, np.nan)
+        done = torch.zeros(E * N, device=device)
+        scores = np.full(E, np.nan)
         while np.isnan(scores).any():
             with torch.no_grad():
-                x = torch.as_tensor(obs[rows, agent_side, 0], device=device)
-                mask = torch.as_tensor(info["action_mask"][rows, agent_side, 0], device=device)
+                x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
+                mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
                 action, _, _, _, state = agent.get_action_and_value(x, state, done, mask)
-            actions = np.zeros((args.eval_games, 2, 1), dtype=np.int64)
-            actions[rows, agent_side, 0] = action.cpu().numpy()
-            bot_turn = info["acting"][rows, 1 - agent_side, 0]  # bots move only on a live board, on their turn
-            actions[bot_turn, 1 - agent_side[bot_turn], 0] = bot_actions(
-                name, info["board"][bot_turn], 1 - agent_side[bot_turn], args.env_id, rng
-            )
+            actions = np.zeros((E, 2, N), dtype=np.int64)
+            actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
+            actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, rng)
             obs, _, next_done, info = env.step(actions)
             finished = info["game_over"] & np.isnan(scores)
             scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
-            done = torch.as_tensor(next_done, dtype=torch.float32, device=device)
+            done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
         evaluator.update_many(name, scores)
         winrates[name] = float((scores == 1).mean())
     return winrates
@@ -207,18 +274,26 @@ def play_references(agent, references, args, evaluator, device, rng):
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
-    if args.env_id not in BOARD_ENV_IDS:
-        usage_error(f"unknown --env-id {args.env_id!r}; accepted two-sided ids: {', '.join(BOARD_ENV_IDS)}")
-    args.num_players = args.num_envs * BoardTeamEnv.num_sides * BoardTeamEnv.num_heroes
+    try:
+        envs = make_team_env(args.env_id, args.num_envs, args.seed, args.num_heroes)
+    except (ValueError, FootballUnavailable) as error:
+        usage_error(str(error))
+    E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    args.num_heroes = N
+    args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
+    args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
     if args.num_steps % args.bptt_len != 0:
         usage_error(f"--num-steps {args.num_steps} must be a multiple of --bptt-len {args.bptt_len}")
-    args.num_sequences = args.num_players * (args.num_steps // args.bptt_len)
+    args.num_sequences = E * S * (args.num_steps // args.bptt_len)
     if args.num_sequences % args.num_minibatches != 0:
         usage_error(
-            f"{args.num_sequences} BPTT sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
+            f"{args.num_sequences} team sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
             f"cannot be split into --num-minibatches {args.num_minibatches}; pick a divisor"
         )
+    references = args.references or envs.bot_names
+    if unknown := [name for name in references if name not in envs.bot_names]:
+        usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
@@ -248,22 +323,24 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup: E games x 2 sides x N heroes; "next-step" autoreset (see cleanfive/envs/board.py)
-    envs = BoardTeamEnv(args.env_id, args.num_envs, seed=args.seed)
-    E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    P = args.num_players
+    # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
     obs_shape = envs.obs_shape
+    obs_size = int(np.prod(obs_shape))
+    weights = np.array([envs.DEFAULT_SCORE_WEIGHTS[name] for name in envs.score_names], dtype=np.float32)
+    is_win = np.array([name == "win" for name in envs.score_names])
 
-    agent = Agent(int(np.prod(obs_shape)), A, args.hidden_size).to(device)
+    agent = Agent(obs_size, A, N, args.hidden_size).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
+    grad_steps = 0
 
-    # the fixed reference pool, rated once by games among the references, random pinned at mu = 0 (Appendix J)
+    # the fixed reference pool, rated once by games among the references, the first pinned at mu = 0 (Appendix J)
     results = []
-    for i, a in enumerate(args.references):
-        for b in args.references[i + 1 :]:
-            scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed)
+    for i, a in enumerate(references):
+        for b in references[i + 1 :]:
+            scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed, num_heroes=N)
             results += [(a, b, float(s)) for s in scores]
-    evaluator = ReferenceEvaluator(fit_reference_ratings(results, anchor=args.references[0]))
+    evaluator = ReferenceEvaluator(fit_reference_ratings(results, anchor=references[0]))
     print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
@@ -286,6 +363,10 @@ if __name__ == "__main__":
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
     chunk_c = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
+    # reward scaling: running variance of each hero's discounted return
+    discounted_return = np.zeros((E, S, N))
+    return_var, return_count = torch.ones(()), torch.tensor(1e-4)
+    return_mean = torch.zeros(())
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -310,9 +391,11 @@ if __name__ == "__main__":
     player_opponent, is_learner_np = learner_rows()
 
     for iteration in range(1, args.num_iterations + 1):
+        frac = 1.0 - (iteration - 1.0) / args.num_iterations
         if args.anneal_lr:
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+        ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
+        tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
         finished = []  # rows of (opponent, learner outcome, game length) for the games that ended in this rollout
 
         for step in range(0, args.num_steps):
@@ -347,8 +430,16 @@ if __name__ == "__main__":
             logprobs[step] = logprob
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs_np, reward, next_done_np, info = envs.step(action.cpu().numpy().reshape(E, S, N))
-            rewards[step] = torch.as_tensor(reward.reshape(P), device=device)
+            next_obs_np, scores, next_done_np, info = envs.step(action.cpu().numpy().reshape(E, S, N))
+            reward = shape_rewards(scores, weights, is_win, info["time"], tau, args)
+            if args.norm_reward:
+                discounted_return = discounted_return * args.gamma + reward
+                return_mean, return_var, return_count = update_moments(
+                    return_mean, return_var, return_count, torch.as_tensor(discounted_return.reshape(P))
+                )
+                discounted_return[next_done_np] = 0.0
+                reward = reward / np.sqrt(return_var.item() + 1e-8)
+            rewards[step] = torch.as_tensor(reward.reshape(P), dtype=torch.float32, device=device)
             next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
             next_mask = torch.as_tensor(info["action_mask"].reshape(P, A), device=device)
             next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
@@ -393,7 +484,8 @@ if __name__ == "__main__":
                 advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
             returns = advantages + values
 
-        # flatten the batch into BPTT sequences: (bptt_len, num_sequences, ...), sequence = (chunk, player)
+        # flatten the batch into BPTT sequences: (bptt_len, num_chunks * P, ...), sequence = (chunk, player); the N
+        # heroes of a team are consecutive, so team sequence j holds the player sequences j * N ... j * N + N - 1
         def to_seq(x):
             return (
                 x.reshape((num_chunks, args.bptt_len, P) + x.shape[2:])
@@ -413,7 +505,8 @@ if __name__ == "__main__":
         for _epoch in range(args.update_epochs):
             np.random.shuffle(seq_inds)
             for start in range(0, args.num_sequences, args.minibatch_sequences):
-                mb = seq_inds[start : start + args.minibatch_sequences]
+                mb_teams = seq_inds[start : start + args.minibatch_sequences]
+                mb = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams, for the cross-hero max-pool
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
                     b_obs[:, mb].reshape((-1,) + obs_shape),
                     (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
@@ -455,15 +548,26 @@ if __name__ == "__main__":
                     v_loss = 0.5 * (((newvalue - mb_returns) ** 2) * v_w).sum() / v_n
 
                 entropy_loss = (entropy * pg_w).sum() / pg_n
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                loss = pg_loss - ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
+                if args.clip_grad_per_param:  # OpenAI Five: each entry to +-5 sqrt(v), v of the unclipped gradients
+                    grad_steps += 1
+                    beta2 = optimizer.defaults["betas"][1]
+                    bias = 1 - beta2**grad_steps
+                    for param, v in zip(agent.parameters(), grad_sq, strict=True):
+                        v.mul_(beta2).add_((1 - beta2) * param.grad**2)
+                        limit = 5 * torch.sqrt(v / bias)
+                        param.grad.copy_(torch.maximum(torch.minimum(param.grad, limit), -limit))
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
+
+        if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from this rollout's learner rows
+            agent.update_obs_stats(obs[learner.bool()])
 
         y_pred, y_true = b_values.flatten(), b_returns.flatten()
         var_y = y_true.var()
@@ -471,7 +575,7 @@ if __name__ == "__main__":
 
         # self-play: the current policy joins the past-opponent pool every K updates with quality max(q)
         if iteration % args.pool_every == 0:
-            snapshot = Agent(int(np.prod(obs_shape)), A, args.hidden_size).to(device)
+            snapshot = Agent(obs_size, A, N, args.hidden_size).to(device)
             snapshot.load_state_dict(agent.state_dict())
             past_agents.append(snapshot.eval())
             pool.add(f"v{iteration}")
@@ -482,7 +586,7 @@ if __name__ == "__main__":
 
         # TrueSkill evaluation against the fixed references
         if iteration % args.eval_every == 0 or iteration == args.num_iterations:
-            winrates = play_references(agent, args.references, args, evaluator, device, rng)
+            winrates = play_references(agent, args, evaluator, device, rng)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
             writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
@@ -499,6 +603,8 @@ if __name__ == "__main__":
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int(global_step / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("charts/ent_coef", ent_coef, global_step)
+        writer.add_scalar("charts/team_spirit", tau, global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)

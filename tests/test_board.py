@@ -17,9 +17,9 @@ from cleanfive.envs.board import (
     legal_actions,
     mover,
     play_all,
-    play_bots,
     winning_moves,
 )
+from cleanfive.envs.teams import play_bots
 
 SHAPES = {"ConnectFour-v1": (6, 7), "TicTacToe-v1": (3, 3)}
 
@@ -189,7 +189,7 @@ def test_wrapper_matches_raw_envpool(env_id):
         cur = _align(robs, rinfo, rreward, rterm)
         assert np.array_equal(info["game_over"], cur["terminated"])
         assert np.array_equal(info["outcome"], cur["reward"])
-        assert np.array_equal(reward[:, :, 0], cur["reward"])
+        assert np.array_equal(reward[:, :, 0, 0], cur["reward"])
         assert np.array_equal(done, cur["terminated"] | prev_over)
         prev_over = info["game_over"]
     env.close()
@@ -220,7 +220,7 @@ def test_wrapper_invariants(env_id):
     for obs, reward, done, info in records[1:]:
         board, acting, over = info["board"], info["acting"][:, :, 0], info["game_over"]
         assert obs.dtype == np.float32 and reward.dtype == np.float32 and done.dtype == bool
-        assert reward.shape == (64, 2, 1) and done.shape == (64,) and info["action_mask"].shape[:3] == (64, 2, 1)
+        assert reward.shape == (64, 2, 1, 1) and done.shape == (64,) and info["action_mask"].shape[:3] == (64, 2, 1)
         # done on the terminal step and on the following reset step
         new_game = prev_info["game_over"]
         assert np.array_equal(done, over | new_game)
@@ -253,7 +253,7 @@ def test_wrapper_invariants(env_id):
         assert np.array_equal(over, (won0 | won1 | full) & ~new_game)
         expected = np.stack([won0.astype(np.float32) - won1, won1.astype(np.float32) - won0], 1)
         assert np.array_equal(info["outcome"], np.where(over[:, None], expected, 0.0))
-        assert np.array_equal(reward[:, :, 0], info["outcome"])
+        assert np.array_equal(reward[:, :, 0, 0], info["outcome"])
         assert (info["outcome"].sum(1) == 0).all()
         assert np.array_equal(info["game_length"], np.where(over, (board >= 0).sum((1, 2)), 0))
         assert (info["game_length"][over] >= 2 * k - 1).all()

@@ -66,7 +66,7 @@ def test_goal_ends_game_reports_winner_and_autoresets_same_step():
     # the returned observation of a finished game is the first of the next one: clock 0, ball back in play
     assert (obs[[1, 2], ..., -1] == 0).all() and (obs[[0, 3], ..., -1] > 0).all()
     assert (scenario.ball.state.pos[[1, 2], 0].abs() < scenario.pitch_length / 2).all()
-    assert info["time"].tolist() == pytest.approx([0.2, 0.0, 0.0, 0.2])
+    assert info["time"].tolist() == pytest.approx([0.2, 0.2, 0.2, 0.2])  # when this step's scores were earned
 
 
 def test_time_cap_is_a_draw():
@@ -117,3 +117,10 @@ def test_render_frame():
 def test_needs_two_players_per_side():
     with pytest.raises(ValueError, match="at least 2"):
         FootballTeamEnv(1, seed=0, num_heroes=1)
+
+
+def test_chase_bot_beats_random():
+    from cleanfive.envs.teams import play_bots
+
+    scores = play_bots("VmasFootball-v0", "chase", "random", 32, seed=0, num_heroes=N)
+    assert (scores == 1).sum() > 2 * (scores == 0).sum()

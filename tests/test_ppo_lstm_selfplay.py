@@ -1,9 +1,12 @@
-"""End-to-end smoke runs of cleanfive/ppo_lstm_selfplay.py in a subprocess, with tiny budgets."""
+"""cleanfive/ppo_lstm_selfplay.py: the recipe's maths against direct computations, and tiny end-to-end runs."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -22,17 +25,29 @@ def run(tmp_path, *flags):
     )
 
 
-@pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
-def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id):
-    result = run(tmp_path, *TINY, "--env-id", env_id, "--save-model")
+TEAM_TINY = ["--total-timesteps", "768", "--num-envs", "4", "--num-minibatches", "2", "--reference-games", "2"]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "flags"),
+    [
+        ("ConnectFour-v1", []),
+        ("TicTacToe-v1", []),
+        ("Moba5v5-v0", [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push", "--eval-games", "2"]),
+        ("VmasFootball-v0", [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase", "--eval-games", "2"]),
+    ],
+)
+def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
+    result = run(tmp_path, *TINY, "--env-id", env_id, *flags, "--save-model", "--clip-grad-per-param")
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     tags = set(events.Tags()["scalars"])
+    if env_id in ("ConnectFour-v1", "TicTacToe-v1"):  # tiny team-world runs end no game
+        assert "charts/episodic_return" in tags and "charts/episodic_length" in tags
     for tag in [
-        "charts/episodic_return",
         "charts/SPS",
         "charts/trueskill_mu",
         "charts/trueskill_sigma",
@@ -42,6 +57,8 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id):
         "losses/approx_kl",
         "league/pool_size",
         "eval/winrate_random",
+        "charts/team_spirit",
+        "charts/ent_coef",
     ]:
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
     mu = [e.value for e in events.Scalars("charts/trueskill_mu")]
@@ -65,3 +82,85 @@ def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the recipe's maths, against direct per-hero computations
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_script()
+
+
+def direct_rewards(scores, weights, is_win, time, tau, zero_sum, decay_base, decay_seconds):
+    """Appendix G one hero at a time: weights, zero-sum, team spirit, then time decay of all but the win."""
+    E, S, N, C = scores.shape
+    out = np.zeros((E, S, N))
+    for e in range(E):
+        parts = []
+        for win_part in (True, False):
+            raw = np.array([[sum(weights[c] * scores[e, s, i, c] for c in range(C) if is_win[c] == win_part)
+                             for i in range(N)] for s in range(S)])  # fmt: skip
+            zs = np.array([[raw[s, i] - (raw[1 - s].mean() if zero_sum else 0.0) for i in range(N)] for s in range(S)])
+            parts.append(np.array([[(1 - tau) * zs[s, i] + tau * zs[s].mean() for i in range(N)] for s in range(S)]))
+        out[e] = parts[0] + decay_base ** (time[e] / decay_seconds) * parts[1]
+    return out
+
+
+@pytest.mark.parametrize("zero_sum", [True, False])
+@pytest.mark.parametrize("tau", [0.0, 0.3, 1.0])
+def test_shape_rewards_matches_direct_computation(script, zero_sum, tau):
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(4, 2, 3, 5)).astype(np.float32)
+    weights = rng.uniform(0.1, 2.0, size=5).astype(np.float32)
+    is_win = np.array([True, False, False, False, False])
+    time = np.array([0.0, 50.0, 100.0, 400.0])
+    args = SimpleNamespace(zero_sum=zero_sum, time_decay=0.6, time_decay_seconds=100.0)
+    got = script.shape_rewards(scores, weights, is_win, time, tau, args)
+    want = direct_rewards(scores, weights, is_win, time, tau, zero_sum, 0.6, 100.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if zero_sum:  # zero-sum holds after processing: both teams' rewards add up to 0 in every game
+        np.testing.assert_allclose(got.sum((1, 2)), 0.0, atol=1e-5)
+    # the win is never decayed: a win-only score keeps its full weight at any time
+    win_only = np.zeros_like(scores)
+    win_only[:, 0, :, 0] = 1.0
+    late = script.shape_rewards(win_only, weights, is_win, np.full(4, 1e4), tau, args)
+    np.testing.assert_allclose(late, script.shape_rewards(win_only, weights, is_win, np.zeros(4), tau, args))
+
+
+def test_update_moments_equals_mean_and_variance_of_all_rows(script):
+    rng = np.random.default_rng(1)
+    batches = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (5, 17, 1, 40)]
+    mean, var, count = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64), torch.tensor(1e-12)
+    for batch in batches:
+        mean, var, count = script.update_moments(mean, var, count, torch.as_tensor(batch))
+    rows = np.concatenate(batches)
+    np.testing.assert_allclose(mean.numpy(), rows.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(var.numpy(), rows.var(0), rtol=1e-6)
+
+
+def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
+    torch.manual_seed(0)
+    N, obs_size = 3, 6
+    agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
+    x = torch.randn(2 * N, obs_size)  # two teams of three heroes, heroes of a team in consecutive rows
+    base = agent.embed(x)
+    changed = x.clone()
+    changed[1] += 10.0  # hero 1 of team 0 sees something else
+    after = agent.embed(changed)
+    pool = agent.pool_size
+    assert not torch.allclose(after[0, -pool:], base[0, -pool:])  # its teammates' pooled features move
+    torch.testing.assert_close(after[0, :-pool], base[0, :-pool])  # their own features do not
+    torch.testing.assert_close(after[N:], base[N:])  # the other team is untouched
+    # the hero-id input: the same observation in two hero slots gives different features
+    same = torch.zeros(N, obs_size)
+    features = agent.embed(same)
+    assert not torch.allclose(features[0, :-pool], features[1, :-pool])

@@ -187,21 +187,27 @@ class BoardTeamEnv:
 
     Shapes (E = num_envs, A = num_actions, (H, W) = board_shape):
 
-    * ``reset() -> (obs, info)``; ``step(actions int (E, 2, 1)) -> (obs, reward, done, info)``
-    * ``obs`` float32 (E, 2, 1, 3, H, W); ``reward`` float32 (E, 2, 1): the side's outcome where ``game_over``, else 0;
-      ``done`` bool (E,).
+    * ``reset() -> (obs, info)``; ``step(actions int (E, 2, 1)) -> (obs, scores, done, info)``
+    * ``obs`` float32 (E, 2, 1, 3, H, W); ``scores`` float32 (E, 2, 1, 1): one score component, ``"win"``: the side's
+      outcome where ``game_over``, else 0; ``done`` bool (E,).
     * ``info["action_mask"]`` bool (E, 2, 1, A): legal moves for the acting hero, all True for the others;
       ``info["acting"]`` bool (E, 2, 1): exactly one True per env, none on terminal obs;
       ``info["board"]`` int32 (E, H, W): -1 empty, else the side owning the stone;
       ``info["first_side"]`` int64 (E,); ``info["game_over"]`` bool (E,);
       ``info["outcome"]`` float32 (E, 2): +1 win / 0 draw / -1 loss per side where ``game_over``, else 0;
-      ``info["game_length"]`` int64 (E,): moves in the finished game where ``game_over``, else 0.
+      ``info["game_length"]`` int64 (E,): moves in the finished game where ``game_over``, else 0;
+      ``info["time"]`` float64 (E,): when this step's scores were earned, in moves (one move = one second):
+      the stones on the board after the move (0 on the step that starts a new game).
 
     An illegal action by the acting hero raises ValueError (envpool would end the game as a loss for it).
     """
 
     num_sides: int = 2
     num_heroes: int = 1
+    seconds_per_step: float = 1.0
+    score_names: tuple[str, ...] = ("win",)
+    DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 1.0}
+    bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, env_id: str, num_envs: int, seed: int):
         h, w, a, _ = _game(env_id)
@@ -229,7 +235,7 @@ class BoardTeamEnv:
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Apply the acting hero's action of int (E, 2, 1) ``actions``.
 
-        Returns ``obs`` float32 (E, 2, 1, 3, H, W), ``reward`` float32 (E, 2, 1), ``done`` bool (E,), ``info``.
+        Returns ``obs`` float32 (E, 2, 1, 3, H, W), ``scores`` float32 (E, 2, 1, 1), ``done`` bool (E,), ``info``.
         """
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
@@ -248,6 +254,16 @@ class BoardTeamEnv:
     def close(self) -> None:
         """Release the envpool instance."""
         self._env.close()
+
+    def bot_actions(
+        self, name: str, obs: np.ndarray, info: dict[str, np.ndarray], side: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Actions int (E, 1) of bot ``name`` playing side ``side[e]`` of every env (0 where it is not to move)."""
+        act = np.zeros((self.num_envs, 1), dtype=np.int64)
+        turn = info["acting"][self._arange, side, 0]
+        if turn.any():
+            act[turn, 0] = bot_actions(name, info["board"][turn], side[turn], self.env_id, rng)
+        return act
 
     def _convert(
         self, info: dict[str, Any], reward: np.ndarray | None, finished: np.ndarray | None
@@ -300,35 +316,6 @@ class BoardTeamEnv:
             "game_over": game_over,
             "outcome": outcome,
             "game_length": game_length,
+            "time": (board >= 0).sum((1, 2)).astype(np.float64) * self.seconds_per_step,
         }
-        return obs, outcome[:, :, None].copy(), done, out
-
-
-def play_bots(env_id: str, bot_a: str, bot_b: str, num_games: int, seed: int) -> np.ndarray:
-    """Play ``num_games`` games of ``bot_a`` against ``bot_b`` through :class:`BoardTeamEnv`, one game per env.
-
-    ``bot_a`` is side 0 in even envs and side 1 in odd envs (who moves first is random per game).
-    Returns float64 (num_games,): bot_a's score per game, 1 win / 0.5 draw / 0 loss.
-    """
-    for name in (bot_a, bot_b):
-        if name not in BOT_NAMES:
-            raise ValueError(f"unknown bot {name!r}; expected one of {BOT_NAMES}")
-    env = BoardTeamEnv(env_id, num_games, seed)
-    rng = np.random.default_rng(seed)
-    side_a = np.arange(num_games) % 2
-    scores = np.full(num_games, np.nan)
-    _, info = env.reset()
-    while np.isnan(scores).any():
-        board, acting = info["board"], info["acting"][:, :, 0]
-        side = acting.argmax(1)
-        act = _sample(info["action_mask"][env._arange, side, 0], rng)  # envs whose first game is over: random
-        playing = acting.any(1) & np.isnan(scores)
-        for bot, turn in ((bot_a, side == side_a), (bot_b, side != side_a)):
-            idx = np.flatnonzero(playing & turn)
-            if idx.size:
-                act[idx] = bot_actions(bot, board[idx], side[idx], env_id, rng)
-        _, _, _, info = env.step(np.repeat(act[:, None, None], 2, axis=1))
-        ended = info["game_over"] & np.isnan(scores)
-        scores[ended] = (info["outcome"][ended, side_a[ended]] + 1.0) / 2.0
-    env.close()
-    return scores
+        return obs, outcome[:, :, None, None].copy(), done, out

@@ -20,8 +20,11 @@ Conventions of this wrapper:
   ``max_steps`` (a draw). Observations get one extra feature: the fraction of the game time elapsed.
 * "Same-step" autoreset: on the step a game ends, ``done[e]`` is True, ``scores`` and ``info["outcome"]`` describe the
   final step, and the returned observation is already the first of the next game.
-* ``scores`` are per-hero score-component changes for this step (``score_names``); the training script applies the
-  weights (``DEFAULT_SCORE_WEIGHTS`` reproduce VMAS's own reward), zero-sum, team spirit and time decay.
+* ``scores`` are per-hero score-component changes for this step (``score_names``: ``win`` is +-1 for the scoring /
+  conceding side, then VMAS's two shaping terms); the training script applies the weights (``DEFAULT_SCORE_WEIGHTS``
+  reproduce VMAS's own reward), zero-sum, team spirit and time decay.
+* Scripted bots (``bot_actions``): ``random``, and ``chase`` (every player runs straight at the ball), which wins more
+  games than it loses against random but draws most of them (the time cap comes first).
 * All actions are always legal: ``info["action_mask"]`` is all True and every hero acts on every step.
 """
 
@@ -44,14 +47,15 @@ class FootballTeamEnv:
     * ``obs`` float32 (E, 2, N, 89); ``scores`` float32 (E, 2, N, 3); ``done`` bool (E,)
     * ``info``: ``action_mask`` bool (E, 2, N, 9), ``acting`` bool (E, 2, N), ``game_over`` bool (E,),
       ``outcome`` int (E, 2) (+1 win, 0 draw, -1 loss; 0 where no game ended), ``game_length`` int (E,) (steps of the
-      game that ended), ``time`` float (E,) (game seconds of the returned observation)
+      game that ended), ``time`` float (E,) (game seconds when this step's scores were earned)
     """
 
     num_sides = 2
     num_actions = 9
     seconds_per_step = 0.1  # VMAS football's dt
-    score_names: tuple[str, ...] = ("goal", "ball_to_goal", "agent_to_ball")
-    DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"goal": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+    score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball")  # a goal wins the game
+    DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+    bot_names: tuple[str, ...] = ("random", "chase")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
         try:
@@ -81,7 +85,7 @@ class FootballTeamEnv:
         clock = np.broadcast_to((self.steps / self.max_steps)[:, None, None, None], (*obs.shape[:3], 1))
         return np.concatenate([obs, clock], axis=-1).astype(np.float32)
 
-    def _info(self, game_over, outcome, game_length) -> dict[str, np.ndarray]:
+    def _info(self, game_over, outcome, game_length, time) -> dict[str, np.ndarray]:
         shape = (self.num_envs, 2, self.num_heroes)
         return {
             "action_mask": np.ones((*shape, self.num_actions), dtype=bool),
@@ -89,14 +93,15 @@ class FootballTeamEnv:
             "game_over": game_over,
             "outcome": outcome,
             "game_length": game_length,
-            "time": self.steps * self.seconds_per_step,
+            "time": time,
         }
 
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         self.steps[:] = 0
         observations = self.env.reset()
         none = np.zeros(self.num_envs, dtype=bool)
-        return self._observe(observations), self._info(none, np.zeros((self.num_envs, 2), np.int64), self.steps * 0)
+        zeros = np.zeros(self.num_envs)
+        return self._observe(observations), self._info(none, np.zeros((self.num_envs, 2), np.int64), zeros, zeros)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes))
@@ -117,16 +122,28 @@ class FootballTeamEnv:
         goal = goal.numpy().astype(bool)
         game_over = goal | (self.steps >= self.max_steps)
         outcome = np.zeros((self.num_envs, 2), dtype=np.int64)
-        outcome[:, 0] = np.sign(scores[:, 0, 0, 0]).astype(np.int64) * goal  # the goal term is +1 for the scorers
+        outcome[:, 0] = np.sign(scores[:, 0, 0, 0]).astype(np.int64) * goal  # the win term is +1 for the scorers
         outcome[:, 1] = -outcome[:, 0]
         game_length = np.where(game_over, self.steps, 0)
+        time = self.steps * self.seconds_per_step
         for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
             self.env.reset_at(int(index), return_observations=False)
         self.steps[game_over] = 0
         observations = self.env.get_from_scenario(
             get_observations=True, get_rewards=False, get_infos=False, get_dones=False
         )[0]
-        return self._observe(observations), scores, game_over, self._info(game_over, outcome, game_length)
+        return self._observe(observations), scores, game_over, self._info(game_over, outcome, game_length, time)
+
+    def bot_actions(
+        self, name: str, obs: np.ndarray, info: dict[str, np.ndarray], side: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Actions int (E, N) of bot ``name`` for the players of side ``side[e]`` of every game."""
+        if name == "random":
+            return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
+        to_ball = -obs[np.arange(self.num_envs), side, :, 2:4]  # features 2:4: player minus ball, own frame
+        # VMAS's 9 discrete actions are 3 x 3: (x, y) each in {0: stay, 1: negative, 2: positive}
+        step = np.where(np.abs(to_ball) < 0.01, 0, np.where(to_ball < 0, 1, 2))
+        return 3 * step[..., 0] + step[..., 1]
 
     def render(self, env_index: int = 0) -> np.ndarray:
         """A top-down RGB frame (H, W, 3) uint8 of game ``env_index``."""

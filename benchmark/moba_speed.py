@@ -1,0 +1,129 @@
+"""Game-only speed of the built-in lane game (cleanfive/envs/moba.py) with random legal actions.
+
+For each batch size E, steps E games with uniformly random legal actions for every hero for a fixed wall-clock
+budget and reports hero-steps per second (E x 2 sides x N heroes per step): once counting ``env.step`` only, once
+including the drawing of the random actions. With ``--processes P``, P independent processes each run the batch
+and their throughputs are summed (the game itself is single-threaded NumPy). Writes the table into docs/moba.md
+between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot game to docs/img/moba_frame.png.
+
+    uv run --all-extras python benchmark/moba_speed.py --batch-sizes 64 256 1024 4096 --seconds 10 --frame
+"""
+
+import argparse
+import datetime
+import multiprocessing
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cleanfive.envs.moba import MOBA_ENV_IDS, bot_actions, make_moba
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "moba.md"
+FRAME = ROOT / "docs" / "img" / "moba_frame.png"
+BEGIN, END = "<!-- BENCHMARK:moba_speed -->", "<!-- /BENCHMARK:moba_speed -->"
+
+
+def measure(env_id: str, num_envs: int, num_heroes: int, seconds: float, seed: int) -> tuple[float, float, int]:
+    """Run ``num_envs`` games for ``seconds``; return (seconds in env.step, seconds in total, steps taken)."""
+    env = make_moba(env_id, num_envs, seed, num_heroes)
+    rng = np.random.default_rng(seed)
+    _, info = env.reset()
+    for _ in range(5):  # warm-up: first creep wave, caches
+        mask = info["action_mask"]
+        _, _, _, info = env.step(np.where(mask, rng.random(mask.shape), -1.0).argmax(-1))
+    in_step, steps, start = 0.0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        mask = info["action_mask"]
+        actions = np.where(mask, rng.random(mask.shape), -1.0).argmax(-1)  # uniform among legal actions
+        t = time.perf_counter()
+        _, _, _, info = env.step(actions)
+        in_step += time.perf_counter() - t
+        steps += 1
+    return in_step, time.perf_counter() - start, steps
+
+
+def _measure_star(args: tuple) -> tuple[float, float, int]:
+    return measure(*args)
+
+
+def save_frame(env_id: str, steps: int) -> None:
+    """Play ``lasthit`` (blue) against ``push`` (red) for ``steps`` steps and save the rendered frame."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    env = make_moba(env_id, 1, seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        env.step(np.stack([bot_actions("lasthit", env, 0, rng), bot_actions("push", env, 1, rng)], 1))
+    FRAME.parent.mkdir(parents=True, exist_ok=True)
+    plt.imsave(FRAME, env.render(0).repeat(2, 0).repeat(2, 1))  # 512 x 512, nearest-neighbour
+    print(f"wrote {FRAME.relative_to(ROOT)} (step {steps})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+    parser.add_argument("--num-heroes", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per batch size")
+    parser.add_argument("--processes", type=int, default=1, help="independent processes per batch size")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(ROOT)}")
+    parser.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
+    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
+    args = parser.parse_args()
+
+    started = datetime.datetime.now(datetime.UTC)
+    rows = []
+    for num_envs in args.batch_sizes:
+        jobs = [(args.env_id, num_envs, args.num_heroes, args.seconds, args.seed + p) for p in range(args.processes)]
+        if args.processes == 1:
+            results = [measure(*jobs[0])]
+        else:
+            with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
+                results = pool.map(_measure_star, jobs)
+        hero_steps = [num_envs * 2 * args.num_heroes * steps for _, _, steps in results]
+        game_only = sum(h / in_step for h, (in_step, _, _) in zip(hero_steps, results, strict=True))
+        with_actions = sum(h / total for h, (_, total, _) in zip(hero_steps, results, strict=True))
+        steps = sum(s for _, _, s in results)
+        rows.append((num_envs, steps, game_only, with_actions))
+        print(f"E={num_envs}: {game_only:,.0f} hero-steps/s game only, {with_actions:,.0f} with action sampling")
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "cleanfive"], cwd=ROOT, capture_output=True, text=True)
+    command = f"uv run --all-extras python benchmark/{Path(__file__).name} " + " ".join(sys.argv[1:])
+    lines = [
+        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit "
+        f"`{commit.stdout.strip() or 'none'}{'+dirty' if dirty.stdout.strip() else ''}`, machine: "
+        f"{platform.platform()} ({platform.processor() or platform.machine()}) with {os.cpu_count()} CPU cores, "
+        f"Python {platform.python_version()}, NumPy {np.__version__}.",
+        "",
+        f"Command: `{command.strip()}` ({args.env_id}, N = {args.num_heroes} heroes per side, "
+        f"{args.processes} process(es), {args.seconds:g} s per batch size; random legal actions).",
+        "",
+        "| batch size E | steps | hero-steps/s, game only | hero-steps/s, with action sampling |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {e} | {s} | {g:,.0f} | {w:,.0f} |" for e, s, g, w in rows]
+    table = "\n".join(lines)
+    print(table)
+    if args.frame:
+        save_frame(args.env_id, args.frame_steps)
+    if args.no_docs:
+        return
+    doc = DOC.read_text()
+    DOC.write_text(doc[: doc.index(BEGIN)] + f"{BEGIN}\n{table}\n{END}" + doc[doc.index(END) + len(END) :])
+    print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

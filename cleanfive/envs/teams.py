@@ -1,0 +1,70 @@
+"""One entry point to the "2 sides x N heroes" worlds, and bot-vs-bot games on any of them.
+
+Every world returned by :func:`make_team_env` has the same interface (the training scripts rely on nothing else):
+
+* attributes ``num_envs``, ``num_sides`` (2), ``num_heroes`` (N), ``num_actions`` (A), ``obs_shape`` (per hero),
+  ``seconds_per_step``, ``score_names`` (C components, one of them ``"win"``), ``DEFAULT_SCORE_WEIGHTS``, ``bot_names``;
+* ``reset() -> (obs, info)`` and ``step(actions int (E, 2, N)) -> (obs, scores, done, info)`` with ``obs`` float32
+  (E, 2, N, *obs_shape), ``scores`` float32 (E, 2, N, C) (score-component changes of this step), ``done`` bool (E,)
+  (reset the recurrent state and cut bootstrapping before the returned observation);
+* ``info``: ``action_mask`` bool (E, 2, N, A), ``acting`` bool (E, 2, N) (whose action is applied), ``game_over``
+  bool (E,) and ``outcome`` (E, 2) (+1 win, 0 draw, -1 loss) of games that ended on this step, ``game_length`` (E,),
+  ``time`` (E,) (game seconds when this step's scores were earned, for the time decay);
+* ``bot_actions(name, obs, info, side int (E,), rng) -> int (E, N)``: a scripted bot playing side ``side[e]``.
+
+How each world resets a finished game (same-step or next-step autoreset) is documented in its module; ``done``
+hides the difference from a training loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv
+from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
+from cleanfive.envs.moba import MOBA_ENV_IDS, make_moba
+
+TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
+
+
+def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None = None):
+    """The world ``env_id`` with ``num_envs`` games of ``num_heroes`` per side (None: the world's default, 5 or 1).
+
+    Raises ValueError for an unknown id or a team size the world does not support, and
+    :class:`cleanfive.envs.football.FootballUnavailable` when an optional extra is missing.
+    """
+    if env_id in MOBA_ENV_IDS:
+        return make_moba(env_id, num_envs, seed, 5 if num_heroes is None else num_heroes)
+    if env_id in FOOTBALL_ENV_IDS:
+        return FootballTeamEnv(num_envs, seed, 5 if num_heroes is None else num_heroes)
+    if env_id in BOARD_ENV_IDS:
+        if num_heroes not in (None, 1):
+            raise ValueError(f"{env_id} has one hero per side; got --num-heroes {num_heroes}")
+        return BoardTeamEnv(env_id, num_envs, seed)
+    raise ValueError(f"unknown env id {env_id!r}; accepted two-sided ids: {', '.join(TEAM_ENV_IDS)}")
+
+
+def play_bots(
+    env_id: str, bot_a: str, bot_b: str, num_games: int, seed: int, num_heroes: int | None = None
+) -> np.ndarray:
+    """Play ``num_games`` games of ``bot_a`` against ``bot_b``, one game per env, ``bot_a`` on side ``e % 2``.
+
+    Returns float64 (num_games,): bot_a's score per game, 1 win / 0.5 draw / 0 loss.
+    """
+    env = make_team_env(env_id, num_games, seed, num_heroes)
+    for name in (bot_a, bot_b):
+        if name not in env.bot_names:
+            raise ValueError(f"unknown bot {name!r} for {env_id}; expected one of {env.bot_names}")
+    rng = np.random.default_rng(seed)
+    side_a = np.arange(num_games) % 2
+    rows = np.arange(num_games)
+    scores = np.full(num_games, np.nan)
+    obs, info = env.reset()
+    while np.isnan(scores).any():
+        actions = np.zeros((num_games, 2, env.num_heroes), dtype=np.int64)
+        actions[rows, side_a] = env.bot_actions(bot_a, obs, info, side_a, rng)
+        actions[rows, 1 - side_a] = env.bot_actions(bot_b, obs, info, 1 - side_a, rng)
+        obs, _, _, info = env.step(actions)
+        ended = info["game_over"] & np.isnan(scores)  # only the first game of each env counts
+        scores[ended] = (info["outcome"][ended, side_a[ended]] + 1.0) / 2.0
+    return scores
