@@ -1,0 +1,562 @@
+# docs and experiment results: docs/ppo_gridnet_masked.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from cleanfive.envs.microrts import (
+    ACTION_DIMS,
+    BOT_NAMES,
+    MASK_SIZE,
+    NUM_PLANES,
+    REWARD_NAMES,
+    MicrortsGridEnv,
+    MicrortsUnavailable,
+    play_bot_games,
+)
+from cleanfive.trueskill_league import fit_reference_ratings
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    torch_threads: int = 1
+    """PyTorch CPU threads (1 leaves the other cores to the Java game engine; 0: PyTorch's default)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanfive"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """save GIFs of the first env's episodes 0, 1, 8, 27, ... to `videos/{run_name}` (Java needs a display)"""
+    save_model: bool = False
+    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
+    quiet: bool = False
+    """if toggled, no progress line is printed (the final `summary` line still is)"""
+
+    # Gym-µRTS task (defaults: the thesis' Gridnet setting, scaled down to a 2-core laptop)
+    map_path: str = "maps/16x16/basesWorkers16x16.xml"
+    """map, relative to the gym-microrts folder (both sides must halve at least once: even sizes)"""
+    reward_weight: tuple[float, ...] = (10.0, 1.0, 1.0, 0.2, 1.0, 4.0)
+    """weights of win/loss, resource, worker, building, attack, combat unit (harvest only: 0 1 0 0 0 0)"""
+    num_selfplay_envs: int = 2
+    """self-play envs (two per game, both seats driven and trained by the current policy)"""
+    num_bot_envs: int = 2
+    """envs against the bots in `--bots` (the agent is player 0, top left)"""
+    bots: tuple[str, ...] = ("coacAI",)
+    """bot opponents of the bot envs, assigned in turn (see cleanfive.envs.microrts.BOT_NAMES)"""
+    max_steps: int = 2000
+    """game length limit in frames (one env step = one frame)"""
+
+    # Algorithm specific arguments
+    total_timesteps: int = 100_000
+    """total environment steps (frames x envs)"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_steps: int = 256
+    """the number of steps per env in each rollout"""
+    anneal_lr: bool = True
+    """toggle learning rate annealing"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """toggles whether or not to use a clipped loss for the value function"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # Invalid actions (thesis chapter 7)
+    strategy: Literal["masking", "naive", "penalty"] = "masking"
+    """masking; naive masking (sample masked, learn from unmasked logits); penalty (no mask, reward penalty)"""
+    invalid_penalty: float | None = None
+    """r_invalid <= 0 added per invalid action of an own available unit (only with --strategy penalty)"""
+    solve_threshold: float = 40.0
+    """t_solve: first time the mean of the last 10 episodic returns reaches this (>=)"""
+
+    # Evaluation
+    eval_episodes: int = 4
+    """episodes of the final evaluation on the training envs, with the mask and with the mask removed"""
+    eval_bots: tuple[str, ...] = ("coacAI", "workerRushAI", "lightRushAI", "rojo", "randomBiasedAI", "randomAI")
+    """bots of the final TrueSkill league (rated with the agent; randomAI, if present, anchors mu = 0)"""
+    eval_games: int = 2
+    """games of the agent against each of `--eval-bots` (0: no league)"""
+    league_games: int = 2
+    """games per pair of `--eval-bots` (seats alternate) to rate the bots in the same league"""
+    eval_model: str | None = None
+    """path of a saved `.cleanfive_model`: skip training and only evaluate it"""
+
+    # to be filled in runtime
+    num_envs: int = 0
+    """the number of envs (computed in runtime)"""
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+MASK_VALUE = -1e8  # logit of an illegal entry (Eq. 7.2)
+OFFSETS = torch.tensor(np.cumsum((0,) + ACTION_DIMS[:-1]))  # first mask entry of each action component
+# action component(s) each action type reads: NOOP none, move, harvest, return, produce direction + type, attack
+USES = torch.tensor(
+    [[1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0, 0]]
+    + [[1, 0, 0, 1, 0, 0, 0], [1, 0, 0, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0, 1]],
+    dtype=torch.bool,
+)
+STAT_NAMES = ("a_null", "a_busy", "a_owner", "invalid")
+
+
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None):
+    """Per-cell MultiDiscrete over ACTION_DIMS; logits and mask (B, HW, 78), action (B, HW, 7).
+
+    Samples from the masked logits (illegal entries set to MASK_VALUE) if `sample_masked`, else from the raw logits.
+    Log-prob and entropy come from the masked logits if `score_masked` (invalid action masking: renormalised over
+    legal entries, illegal entries carry no entropy and no gradient) or from the raw logits (naive masking, penalty).
+    When sampling masked, cells without an available own unit issue NOOP and are left out of log-prob and entropy.
+    Returns action, log-prob and entropy, each summed over components and cells: (B, HW, 7), (B,), (B,).
+    """
+    masked = logits.masked_fill(~mask, MASK_VALUE)
+    cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
+    if action is None:  # Gumbel-max: one categorical sample per component and cell
+        noisy = (masked if sample_masked else logits) - torch.log(-torch.log(torch.rand_like(logits)))
+        action = torch.stack([c.argmax(-1) for c in noisy.split(ACTION_DIMS, -1)], -1) * cells.unsqueeze(-1)
+    # score only the cells that issue an action: (N, 78) rows, summed back per batch row at the end
+    score, legal, acted = (masked if score_masked else logits)[cells], mask[cells], action[cells]
+    logprob, entropy = 0.0, 0.0
+    for i, (lg, m) in enumerate(zip(score.split(ACTION_DIMS, -1), legal.split(ACTION_DIMS, -1), strict=True)):
+        logp = torch.log_softmax(lg, -1)
+        logprob = logprob + logp.gather(-1, acted[:, i : i + 1]).squeeze(-1)
+        p_logp = logp.exp() * logp
+        entropy = entropy - (p_logp.where(m, 0.0) if score_masked else p_logp).sum(-1)
+    row, zeros = cells.nonzero()[:, 0], logits.new_zeros(logits.shape[0])
+    return action, zeros.index_add(0, row, logprob), zeros.index_add(0, row, entropy)
+
+
+def action_stats(obs, mask, action):
+    """Gridnet analogues of Table 7.2's a_null, a_busy, a_owner, and the invalid-action count, per env: (E, 4).
+
+    Over cells whose sampled action type is not NOOP: a_null = the cell holds no unit, a_busy = an own unit that is
+    busy, a_owner = a unit the player does not own (enemy or resource). invalid = own available units whose action
+    type, or a parameter that type reads, is illegal. obs (E, H, W, 27), mask (E, HW, 78), action (E, HW, 7).
+    """
+    cells = obs.reshape(mask.shape[0], mask.shape[1], NUM_PLANES)
+    issued = action[..., 0] > 0
+    no_unit = cells[..., 13] == 1  # unit-type plane "none"
+    own = (cells[..., 11] == 1) & (cells[..., 14] == 0)  # owner plane "self", and not a resource
+    available = mask[..., : ACTION_DIMS[0]].any(-1)
+    legal = mask.gather(-1, action + OFFSETS.to(action.device))
+    invalid = available & (USES.to(action.device)[action[..., 0]] & ~legal).any(-1)
+    counts = [issued & no_unit, issued & own & ~available, issued & ~no_unit & ~own, invalid]
+    return torch.stack(counts, -1).sum(1).float()
+
+
+def num_stages(height, width):
+    """Down/up-sampling stages of the encoder-decoder: how often the map halves exactly, at most 4."""
+    stages = 0
+    while stages < 4 and height % 2 == 0 and width % 2 == 0:
+        height, width, stages = height // 2, width // 2, stages + 1
+    return stages
+
+
+class Agent(nn.Module):
+    def __init__(self, height: int, width: int):
+        super().__init__()
+        stages = num_stages(height, width)
+        channels = [NUM_PLANES] + [32 * 2**i for i in range(stages)]
+        encoder, decoder = [], []
+        for i in range(stages):  # encoder: conv + stride-2 max-pool; decoder: stride-2 transposed conv
+            encoder += [layer_init(nn.Conv2d(channels[i], channels[i + 1], 3, padding=1))]
+            encoder += [nn.MaxPool2d(3, stride=2, padding=1), nn.ReLU()]
+            out, std = (channels[i], np.sqrt(2)) if i else (MASK_SIZE, 0.01)  # last layer: the 78 logits per cell
+            up = layer_init(nn.ConvTranspose2d(channels[i + 1], out, 3, stride=2, padding=1, output_padding=1), std)
+            decoder = [up, nn.ReLU()] + decoder
+        self.encoder = nn.Sequential(*encoder)
+        self.actor = nn.Sequential(*decoder[:-1])
+        self.critic = nn.Sequential(
+            nn.Flatten(),
+            layer_init(nn.Linear(channels[-1] * (height >> stages) * (width >> stages), 128)),
+            nn.ReLU(),
+            layer_init(nn.Linear(128, 1), std=1),
+        )
+
+    def get_value(self, x):
+        return self.critic(self.encoder(x.permute(0, 3, 1, 2)))
+
+    def get_action_and_value(self, x, mask, sample_masked, score_masked, action=None):
+        hidden = self.encoder(x.permute(0, 3, 1, 2))  # (B, H, W, 27) -> (B, 27, H, W)
+        logits = self.actor(hidden).permute(0, 2, 3, 1).reshape(mask.shape)  # (B, HW, 78), cell = y * W + x
+        action, logprob, entropy = gridnet_distribution(logits, mask, sample_masked, score_masked, action)
+        return action, logprob, entropy, self.critic(hidden)
+
+
+def evaluate(agent, envs, device, use_mask, episodes):
+    """Mean return and mean per-episode STAT_NAMES over the first `episodes` episodes, acting with or without mask."""
+    next_obs, info = envs.reset()
+    counts, finished = np.zeros((envs.num_envs, len(STAT_NAMES))), []
+    while len(finished) < episodes:
+        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        mask = torch.as_tensor(info["action_mask"], device=device)
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(obs, mask, use_mask, use_mask)
+        counts += action_stats(obs, mask, action).cpu().numpy()
+        next_obs, _, _, _, info = envs.step(action.cpu().numpy())
+        for i in np.flatnonzero(info.get("_episode", [])):
+            finished.append([info["episode"]["r"][i], *counts[i]])
+            counts[i] = 0
+    return np.mean(finished[:episodes], axis=0)
+
+
+def play_league(agent, args, device):
+    """Agent vs each of `--eval-bots` and the bots among themselves; one TrueSkill league (Appendix J settings)."""
+    bots = [b for b in args.eval_bots for _ in range(args.eval_games)]
+    envs = MicrortsGridEnv(args.map_path, 0, bots, args.max_steps, args.reward_weight)
+    next_obs, info = envs.reset()
+    scores = np.full(len(bots), np.nan)  # the agent (player 0) scores 1 win, 0.5 draw, 0 loss
+    while np.isnan(scores).any():
+        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        with torch.no_grad():
+            mask = torch.as_tensor(info["action_mask"], device=device)
+            action, _, _, _ = agent.get_action_and_value(obs, mask, True, True)
+        next_obs, _, _, _, info = envs.step(action.cpu().numpy())
+        if "_episode" in info:
+            over = info["_episode"] & np.isnan(scores)
+            scores[over] = (np.sign(info["episode"]["raw"][over, 0]) + 1) / 2
+    envs.close()
+    pairs = [(a, b) for i, a in enumerate(args.eval_bots) for b in args.eval_bots[i + 1 :]]
+    seated = [(a, b) if g % 2 == 0 else (b, a) for a, b in pairs for g in range(args.league_games)]
+    bot_scores = play_bot_games(seated, args.map_path, args.max_steps) if seated else []
+    results = [("agent", b, float(s)) for b, s in zip(bots, scores, strict=True)]
+    results += [(a, b, float(s)) for (a, b), s in zip(seated, bot_scores, strict=True)]
+    ratings = fit_reference_ratings(results, anchor="randomAI" if "randomAI" in args.eval_bots else args.eval_bots[0])
+    wdl = {b: [np.sum(scores[np.array(bots) == b] == s) for s in (1.0, 0.5, 0.0)] for b in args.eval_bots}
+    return wdl, ratings
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    args.num_envs = args.num_selfplay_envs + args.num_bot_envs
+    args.batch_size = args.num_envs * args.num_steps
+    if args.num_bot_envs < 0 or args.num_envs < 1:
+        usage_error("need --num-bot-envs >= 0 and at least one env in total")
+    if args.strategy != "penalty" and args.invalid_penalty is not None:
+        usage_error(f"--invalid-penalty only applies to --strategy penalty, not {args.strategy}")
+    if args.strategy == "penalty" and (args.invalid_penalty is None or args.invalid_penalty > 0):
+        usage_error("--strategy penalty needs --invalid-penalty <= 0 (the thesis uses 0, -0.01, -0.1, -1)")
+    if args.batch_size % args.num_minibatches != 0:
+        usage_error(f"batch size {args.batch_size} (num_envs * num_steps) cannot be split into --num-minibatches")
+    if args.capture_video and not os.environ.get("DISPLAY"):
+        usage_error("--capture-video needs a display for µRTS' Java renderer: run under `xvfb-run -a`")
+    if args.eval_games > 0 and not args.eval_bots:
+        usage_error("--eval-games needs at least one of --eval-bots")
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = 0 if args.eval_model else max(1, args.total_timesteps // args.batch_size)
+    sample_masked, score_masked = args.strategy != "penalty", args.strategy == "masking"
+    penalty = args.invalid_penalty or 0.0
+
+    # env setup: self-play pairs first, then bot envs; "same-step" autoreset (see cleanfive/envs/microrts.py)
+    try:
+        envs = MicrortsGridEnv(
+            args.map_path,
+            args.num_selfplay_envs,
+            [args.bots[i % len(args.bots)] for i in range(args.num_bot_envs)],
+            args.max_steps,
+            args.reward_weight,
+        )
+        unknown = [b for b in args.eval_bots if b not in BOT_NAMES]
+        if unknown:
+            raise ValueError(f"unknown --eval-bots {unknown}; choose from {', '.join(BOT_NAMES)}")
+    except (MicrortsUnavailable, ValueError) as exc:
+        usage_error(str(exc))
+    if num_stages(envs.height, envs.width) == 0:
+        usage_error(f"map {args.map_path} is {envs.height}x{envs.width}: the encoder-decoder needs even sides")
+    E, HW = args.num_envs, envs.height * envs.width
+    env_id = os.path.basename(args.map_path)[: -len(".xml")]
+    run_name = f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    agent = Agent(envs.height, envs.width).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    if args.eval_model:
+        try:
+            agent.load_state_dict(torch.load(args.eval_model, map_location=device, weights_only=False)["model"])
+        except (OSError, KeyError, RuntimeError) as exc:
+            usage_error(f"cannot load --eval-model {args.eval_model} for map {args.map_path}: {str(exc)[:200]}")
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, E) + envs.obs_shape).to(device)
+    masks = torch.zeros((args.num_steps, E, HW, MASK_SIZE), dtype=torch.bool).to(device)
+    actions = torch.zeros((args.num_steps, E, HW, len(ACTION_DIMS)), dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, E)).to(device)
+    rewards = torch.zeros((args.num_steps, E)).to(device)
+    dones = torch.zeros((args.num_steps, E)).to(device)
+    values = torch.zeros((args.num_steps, E)).to(device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = last_print = time.time()
+    next_obs_np, info = envs.reset()
+    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    next_mask = torch.as_tensor(info["action_mask"], device=device)
+    next_done = torch.zeros(E).to(device)
+    episode_stats = np.zeros((E, len(STAT_NAMES)))  # per-episode sums of the action_stats counts
+    history = []  # (return, a_null, a_busy, a_owner, invalid) of every finished training episode, in order
+    t_first = t_solve = float("nan")  # % of total_timesteps at the first positive reward / at solving
+    frames, video_episode = [], 0
+
+    for iteration in range(1, args.num_iterations + 1):
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+        for step in range(0, args.num_steps):
+            global_step += E
+            obs[step] = next_obs
+            masks[step] = next_mask
+            dones[step] = next_done
+
+            # ALGO LOGIC: action logic (the penalty strategy samples from the unmasked logits)
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs, next_mask, sample_masked, score_masked)
+                values[step] = value.flatten()
+                stats = action_stats(next_obs, next_mask, action)
+            actions[step] = action
+            logprobs[step] = logprob
+            episode_stats += stats.cpu().numpy()
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs_np, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
+            if np.isnan(t_first) and (reward > 0).any():
+                t_first = 100 * global_step / args.total_timesteps
+                writer.add_scalar("charts/t_first_percent", t_first, global_step)
+            # invalid action penalty: r_invalid per invalid action (0 for the masking strategies: none are sampled)
+            rewards[step] = torch.as_tensor(reward, device=device) + penalty * stats[:, 3]
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+            next_mask = torch.as_tensor(info["action_mask"], device=device)
+            next_done = torch.as_tensor(terminated | truncated, dtype=torch.float32, device=device)
+            if args.capture_video and video_episode == round(video_episode ** (1 / 3)) ** 3 and step % 10 == 0:
+                frames.append(envs.render())  # env 0, every 10th frame of episodes 0, 1, 8, 27, ...
+            for i in np.flatnonzero(info.get("_episode", [])):
+                history.append([info["episode"]["r"][i], *episode_stats[i]])
+                episode_stats[i] = 0
+                writer.add_scalar("charts/episodic_return", info["episode"]["r"][i], global_step)
+                writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)
+                for name, value in zip(REWARD_NAMES, info["episode"]["raw"][i], strict=True):
+                    writer.add_scalar(f"charts/raw_{name}", value, global_step)
+                for name, value in zip(STAT_NAMES, history[-1][1:], strict=True):
+                    writer.add_scalar(f"invalid/{name}", value, global_step)
+                last10 = np.mean([h[0] for h in history[-10:]])
+                if np.isnan(t_solve) and len(history) >= 10 and last10 >= args.solve_threshold:
+                    t_solve = 100 * global_step / args.total_timesteps
+                    writer.add_scalar("charts/t_solve_percent", t_solve, global_step)
+                if i == 0 and args.capture_video:
+                    if frames:
+                        from PIL import Image
+
+                        os.makedirs(f"videos/{run_name}", exist_ok=True)
+                        gif = [Image.fromarray(f).resize((320, 320)) for f in frames]
+                        gif[0].save(
+                            f"videos/{run_name}/episode_{video_episode}.gif", save_all=True, append_images=gif[1:]
+                        )
+                    frames, video_episode = [], video_episode + 1
+
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.obs_shape)
+        b_masks = masks.reshape(-1, HW, MASK_SIZE)
+        b_actions = actions.reshape(-1, HW, len(ACTION_DIMS))
+        b_logprobs = logprobs.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+
+        # Optimizing the policy and value network
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
+        for _epoch in range(args.update_epochs):
+            np.random.shuffle(b_inds)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                mb_inds = b_inds[start : start + args.minibatch_size]
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    b_obs[mb_inds], b_masks[mb_inds], sample_masked, score_masked, b_actions[mb_inds]
+                )
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss
+                newvalue = newvalue.view(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                entropy_loss = entropy.mean()
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int(global_step / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+            last_print = time.time()
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / iteration
+            recent = f"{np.mean([h[0] for h in history[-10:]]):.2f}" if history else "-"
+            print(
+                f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
+                f"mean_return_last10={recent}",
+                flush=True,
+            )
+
+    if args.save_model and not args.eval_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
+        torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
+        os.replace(model_path + ".tmp", model_path)
+        print(f"model saved to {model_path}")
+
+    # final evaluation on the training task, with the mask and with the mask removed ("masking removed", Table 7.2)
+    summary = {"strategy": args.strategy, "invalid_penalty": penalty, "episodes": len(history)}
+    last = np.mean(history[-10:], axis=0) if history else np.full(1 + len(STAT_NAMES), np.nan)
+    summary.update(r_episode=last[0], **dict(zip(STAT_NAMES, last[1:], strict=True)))
+    summary.update(t_solve=t_solve, t_first=t_first, SPS=global_step / (time.time() - start_time))
+    if args.eval_episodes > 0:
+        for use_mask, tag in [(True, "mask"), (False, "nomask")]:
+            result = evaluate(agent, envs, device, use_mask, args.eval_episodes)
+            for name, value in zip(("return",) + STAT_NAMES, result, strict=True):
+                summary[f"eval_{tag}_{name}"] = value
+                writer.add_scalar(f"eval/{name}_{tag}", value, global_step)
+    envs.close()
+
+    # final TrueSkill league: the agent and the bots rated together (one line per bot: win/draw/loss, mu)
+    if args.eval_games > 0:
+        wdl, ratings = play_league(agent, args, device)
+        for bot, (win, draw, loss) in wdl.items():
+            print(f"league bot={bot} win={win} draw={draw} loss={loss} mu={ratings[bot].mu:.2f}", flush=True)
+            writer.add_scalar(f"league/winrate_{bot}", win / args.eval_games, global_step)
+        summary["trueskill_mu"] = ratings["agent"].mu
+        writer.add_scalar("league/trueskill_mu", ratings["agent"].mu, global_step)
+        writer.add_scalar("league/trueskill_sigma", ratings["agent"].sigma, global_step)
+    print("summary " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+
+    writer.close()
