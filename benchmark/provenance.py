@@ -1,0 +1,34 @@
+"""What every benchmark states beside its table: the code measured, the machine, and where the table goes.
+
+Imported by the scripts in this folder (run as ``python benchmark/<name>.py``, which puts this folder on the path).
+"""
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def code_version(*paths: str | Path) -> str:
+    """The short commit of HEAD, with ``+dirty`` when any of ``paths`` (the code being measured) differs from it."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", *map(str, paths)], cwd=ROOT, capture_output=True, text=True)
+    return (commit.stdout.strip() or "none") + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def machine() -> str:
+    """Platform, CPU architecture, core count and Python version, in one phrase."""
+    return (
+        f"{platform.platform()} ({platform.machine()}), {os.cpu_count()} CPU cores, Python {platform.python_version()}"
+    )
+
+
+def write_block(doc: Path, begin: str, end: str, text: str) -> None:
+    """Replace what lies between the ``begin`` and ``end`` markers of ``doc`` by ``text``."""
+    content = doc.read_text()
+    doc.write_text(
+        content[: content.index(begin)] + f"{begin}\n{text}\n{end}" + content[content.index(end) + len(end) :]
+    )
+    print(f"wrote {doc.relative_to(ROOT)}")
