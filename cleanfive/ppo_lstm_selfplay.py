@@ -1,4 +1,5 @@
 # docs and experiment results: docs/ppo_lstm_selfplay.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import copy
 import os
 import random
 import sys
@@ -10,11 +11,12 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
+from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
 from cleanfive.envs.teams import make_team_env, play_bots
-from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings
+from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
 
 
 @dataclass
@@ -33,14 +35,25 @@ class Args:
     """the wandb's project name"""
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render: the lane world, football)"""
     save_model: bool = False
     """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
+    save_every: int = 20
+    """write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)"""
+    resume: str | None = None
+    """continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit,
+    the other worlds restart the games in progress with fresh seeds"""
+    eval_only: str | None = None
+    """rate a model saved by `--save-model` (or a checkpoint) against every reference in the world it was trained
+    for, print the results and exit"""
     quiet: bool = False
     """if toggled, no progress line is printed"""
 
     # Algorithm specific arguments
-    env_id: str = "Moba5v5-v0"
-    """the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS)"""
+    env_id: str = "ConnectFour-v1"
+    """the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0,
+    Moba5v5-v1, VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU"""
     num_heroes: int | None = None
     """heroes per side, sharing the policy's weights (default: 5 in the team worlds, 1 in the board games)"""
     total_timesteps: int = 3_000_000
@@ -218,7 +231,7 @@ class Agent(nn.Module):
         hidden, lstm_state = self.get_states(x, lstm_state, done)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
-        probs = torch.distributions.Categorical(logits=logits)
+        probs = torch.distributions.Categorical(logits=logits, validate_args=False)  # faults: see the NaN check
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
@@ -239,14 +252,30 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     return parts[0] + decay[:, None, None] * parts[1]
 
 
-def play_references(agent, args, evaluator, device, rng):
-    """TrueSkill evaluation (Appendix J): play `eval_games` games against each reference within 10 points."""
+def load_file(path, flag):
+    """A checkpoint or a saved model as a dict, or one clear line and exit code 2."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(saved, dict) or not {"args", "model"} <= saved.keys():
+            raise ValueError("not a cleanfive file")
+    except Exception as error:
+        usage_error(f"cannot read {flag} {path} ({error}); pass a file written by --save-every or --save-model")
+    return saved
+
+
+def play_references(agent, args, evaluator, names, device, rng, video_path=None):
+    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
+
+    Returns {reference: (wins, draws, losses) as fractions}. With `video_path`, game 0 against the first reference
+    is saved as a GIF (every 4th step).
+    """
     env = make_team_env(args.env_id, args.eval_games, int(rng.integers(2**31)), args.num_heroes)
     E, N = args.eval_games, args.num_heroes
     rows = np.arange(E)
-    winrates = {}
-    for name in evaluator.choose():
+    results = {}
+    for name in names:
         obs, info = env.reset()
+        frames, step = [], 0
         agent_side = rows % 2  # the agent plays each side in half of the games
         state = (
             torch.zeros(1, E * N, agent.lstm.hidden_size, device=device),
@@ -262,27 +291,70 @@ def play_references(agent, args, evaluator, device, rng):
             actions = np.zeros((E, 2, N), dtype=np.int64)
             actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
             actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, rng)
+            if video_path and name == names[0] and np.isnan(scores[0]) and step % 4 == 0:
+                frames.append(Image.fromarray(env.render(0)))
+            step += 1
             obs, _, next_done, info = env.step(actions)
             finished = info["game_over"] & np.isnan(scores)
             scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
             done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
+        if frames:
+            os.makedirs(os.path.dirname(video_path), exist_ok=True)
+            frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
         evaluator.update_many(name, scores)
-        winrates[name] = float((scores == 1).mean())
-    return winrates
+        results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
+    return results
 
 
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
+    checkpoint = load_file(args.resume, "--resume") if args.resume else None
+    env_seed = args.seed
+    if checkpoint is not None:
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
+        # worlds that cannot save their state restart their games with a seed of their own for this update
+        env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
+    if args.eval_only:
+        saved = load_file(args.eval_only, "--eval-only")
+        for key in ("env_id", "num_heroes", "hidden_size"):  # the world and network the model was trained for
+            setattr(args, key, saved["args"][key])
+    for flag, ok, allowed in (
+        ("total-timesteps", args.total_timesteps > 0, "> 0"),
+        ("learning-rate", args.learning_rate > 0, "> 0"),
+        ("num-envs", args.num_envs > 0, "> 0"),
+        ("num-steps", args.num_steps > 0, "> 0"),
+        ("bptt-len", args.bptt_len > 0, "> 0"),
+        ("horizon-seconds", args.horizon_seconds > 0, "> 0"),
+        ("gae-lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
+        ("num-minibatches", args.num_minibatches > 0, "> 0"),
+        ("update-epochs", args.update_epochs > 0, "> 0"),
+        ("clip-coef", args.clip_coef > 0, "> 0"),
+        ("hidden-size", args.hidden_size >= 4, ">= 4"),
+        ("team-spirit-start", 0 <= args.team_spirit_start <= 1, "in [0, 1]"),
+        ("team-spirit-end", 0 <= args.team_spirit_end <= 1, "in [0, 1]"),
+        ("time-decay", 0 < args.time_decay <= 1, "in (0, 1]"),
+        ("past-fraction", 0 <= args.past_fraction <= 1, "in [0, 1]"),
+        ("pool-every", args.pool_every > 0, "> 0"),
+        ("eval-every", args.eval_every > 0, "> 0"),
+        ("eval-games", args.eval_games > 0, "> 0"),
+        ("save-every", args.save_every >= 0, ">= 0"),
+    ):
+        if not ok:
+            usage_error(f"--{flag} {getattr(args, flag.replace('-', '_'))} is out of range: it must be {allowed}")
     try:
-        envs = make_team_env(args.env_id, args.num_envs, args.seed, args.num_heroes)
+        envs = make_team_env(args.env_id, args.num_envs, env_seed, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
+    if args.capture_video and not hasattr(envs, "render"):
+        usage_error(f"--capture-video: {args.env_id} does not render; drop the flag or pick a world that does")
     E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
+    if not 0 < args.gamma < 1:
+        usage_error(f"--horizon-seconds {args.horizon_seconds} must exceed one step ({envs.seconds_per_step} s)")
     if args.num_steps % args.bptt_len != 0:
         usage_error(f"--num-steps {args.num_steps} must be a multiple of --bptt-len {args.bptt_len}")
     args.num_sequences = E * S * (args.num_steps // args.bptt_len)
@@ -294,9 +366,13 @@ if __name__ == "__main__":
     references = args.references or envs.bot_names
     if unknown := [name for name in references if name not in envs.bot_names]:
         usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
+    if len(set(references)) < 2:
+        usage_error("--references needs at least two different bots: they are rated by games among themselves")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if checkpoint is not None:
+        run_name = checkpoint["run_name"]
     if args.track:
         import wandb
 
@@ -308,7 +384,8 @@ if __name__ == "__main__":
             name=run_name,
             save_code=True,
         )
-    writer = SummaryWriter(f"runs/{run_name}")
+    # resuming drops the events logged after the checkpoint, so that the curves continue where it was taken
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
@@ -335,13 +412,29 @@ if __name__ == "__main__":
     grad_steps = 0
 
     # the fixed reference pool, rated once by games among the references, the first pinned at mu = 0 (Appendix J)
-    results = []
-    for i, a in enumerate(references):
-        for b in references[i + 1 :]:
-            scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed, num_heroes=N)
-            results += [(a, b, float(s)) for s in scores]
-    evaluator = ReferenceEvaluator(fit_reference_ratings(results, anchor=references[0]))
+    if checkpoint is None:
+        results = []
+        for i, a in enumerate(references):
+            for b in references[i + 1 :]:
+                scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed, num_heroes=N)
+                results += [(a, b, float(s)) for s in scores]
+        ratings = fit_reference_ratings(results, anchor=references[0])
+    else:  # a resumed run keeps the reference ratings it started with
+        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
+    evaluator = ReferenceEvaluator(ratings)
     print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
+
+    if args.eval_only:
+        try:
+            agent.load_state_dict(saved["model"])
+        except RuntimeError as error:
+            usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {str(error).splitlines()[0]}")
+        video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
+        results = play_references(agent.eval(), args, evaluator, list(references), device, rng, video_path)
+        for name, (win, draw, loss) in results.items():
+            print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
+        print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
+        sys.exit(0)
 
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
     pool = OpponentPool(eta=args.quality_lr)
@@ -388,15 +481,40 @@ if __name__ == "__main__":
         player_opponent = opponent[env_of_player]
         return player_opponent, (player_opponent < 0) | (side_of_player == learner_side[env_of_player])
 
+    game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
+
+    start_iteration, checkpoint_path, last_good = 0, f"runs/{run_name}/checkpoint.pt", args.resume
+    if checkpoint is not None:  # everything that decides what comes next, as it was after update `iteration`
+        start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
+        return_mean, return_var, return_count = checkpoint["return_moments"]
+        evaluator.load_state_dict(checkpoint["evaluator"])
+        pool.load_state_dict(checkpoint["pool"])
+        for state in checkpoint["past_agents"]:
+            past_agents.append(copy.deepcopy(agent).eval())
+            past_agents[-1].load_state_dict(state)
+        if "world" in checkpoint:  # the lane world saves its state: the games in progress go on bit for bit
+            envs.load_state_dict(checkpoint["world"])
+            next_obs, next_mask, next_acting, next_done = (x.to(device) for x in checkpoint["next"][:4])
+            next_lstm_state = tuple(x.to(device) for x in checkpoint["next"][4])
+            discounted_return, game_scores, opponent, learner_side = checkpoint["games"]
+        random.setstate(checkpoint["rng"][0])
+        np.random.set_state(checkpoint["rng"][1])
+        torch.set_rng_state(checkpoint["rng"][2])
+        rng.bit_generator.state = checkpoint["rng"][3]
+        print(f"resumed from {args.resume} at update {start_iteration} (global_step {global_step})")
+    start_step = global_step
     player_opponent, is_learner_np = learner_rows()
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(start_iteration + 1, args.num_iterations + 1):
         frac = 1.0 - (iteration - 1.0) / args.num_iterations
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
-        finished = []  # rows of (opponent, learner outcome, game length) for the games that ended in this rollout
+        finished = []  # rows of (opponent, learner outcome, game length, team scores...) of games ended in this rollout
 
         for step in range(0, args.num_steps):
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
@@ -432,6 +550,7 @@ if __name__ == "__main__":
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs_np, scores, next_done_np, info = envs.step(action.cpu().numpy().reshape(E, S, N))
             reward = shape_rewards(scores, weights, is_win, info["time"], tau, args)
+            game_scores += scores.sum(2)
             if args.norm_reward:
                 discounted_return = discounted_return * args.gamma + reward
                 return_mean, return_var, return_count = update_moments(
@@ -449,7 +568,12 @@ if __name__ == "__main__":
             if over.size:
                 side = np.where(opponent[over] >= 0, learner_side[over], 0)
                 outcome = info["outcome"][over, side]
-                finished.append(np.stack([opponent[over], outcome, info["game_length"][over]], axis=1))
+                finished.append(
+                    np.concatenate(
+                        [np.stack([opponent[over], outcome, info["game_length"][over]], 1), game_scores[over, side]], 1
+                    )
+                )
+                game_scores[over] = 0.0
                 for k in opponent[over][(opponent[over] >= 0) & (outcome > 0)]:
                     pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beats past version i
                 # next game of each finished env: latest vs latest, or (past slots) vs a sampled past version
@@ -462,9 +586,11 @@ if __name__ == "__main__":
 
         if finished:
             finished = np.concatenate(finished)
-            for outcome, length in finished[:, 1:]:
+            for outcome, length in finished[:, 1:3]:
                 writer.add_scalar("charts/episodic_return", outcome, global_step)
                 writer.add_scalar("charts/episodic_length", length, global_step)
+            for name, value in zip(envs.score_names, finished[:, 3:].mean(0), strict=True):  # the learner's team
+                writer.add_scalar(f"scores/{name}", value, global_step)
             if (finished[:, 0] >= 0).any():
                 writer.add_scalar("league/winrate_vs_past", (finished[finished[:, 0] >= 0, 1] > 0).mean(), global_step)
 
@@ -562,6 +688,13 @@ if __name__ == "__main__":
                         param.grad.copy_(torch.maximum(torch.minimum(param.grad, limit), -limit))
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
+                if not (loss.isfinite() & torch.stack([p.isfinite().all() for p in agent.parameters()]).all()):
+                    print(
+                        f"error: non-finite loss or parameters at update {iteration}; stopped. "
+                        f"Last good checkpoint: {last_good or 'none (use --save-every)'}",
+                        file=sys.stderr,
+                    )
+                    sys.exit(1)
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
@@ -575,9 +708,7 @@ if __name__ == "__main__":
 
         # self-play: the current policy joins the past-opponent pool every K updates with quality max(q)
         if iteration % args.pool_every == 0:
-            snapshot = Agent(obs_size, A, N, args.hidden_size).to(device)
-            snapshot.load_state_dict(agent.state_dict())
-            past_agents.append(snapshot.eval())
+            past_agents.append(copy.deepcopy(agent).eval())
             pool.add(f"v{iteration}")
             probs = pool.probabilities()
             writer.add_scalar("league/pool_size", len(pool.keys), global_step)
@@ -586,22 +717,48 @@ if __name__ == "__main__":
 
         # TrueSkill evaluation against the fixed references
         if iteration % args.eval_every == 0 or iteration == args.num_iterations:
-            winrates = play_references(agent, args, evaluator, device, rng)
+            video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
+            results = play_references(agent, args, evaluator, evaluator.choose(), device, rng, video_path)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
             writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
-            for name, winrate in winrates.items():
-                writer.add_scalar(f"eval/winrate_{name}", winrate, global_step)
+            for name, (win, _, _) in results.items():
+                writer.add_scalar(f"eval/winrate_{name}", win, global_step)
             if not args.quiet:
                 print(
                     f"eval time={time.time() - launch_time:.1f}s global_step={global_step} "
                     f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} "
-                    + " ".join(f"win_vs_{k}={v:.2f}" for k, v in winrates.items()),
+                    + " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items()),
                     flush=True,
                 )
 
+        # checkpoint (atomic: a temporary file, then a rename) holding everything the next update depends on
+        if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
+            state = {
+                "args": vars(args),
+                "run_name": run_name,
+                "iteration": iteration,
+                "global_step": global_step,
+                "model": agent.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "grad_sq": grad_sq,
+                "grad_steps": grad_steps,
+                "return_moments": (return_mean, return_var, return_count),
+                "evaluator": evaluator.state_dict(),
+                "pool": pool.state_dict(),
+                "past_agents": [past.state_dict() for past in past_agents],
+                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state(), rng.bit_generator.state),
+            }
+            if hasattr(envs, "state_dict"):
+                state["world"] = envs.state_dict()
+                state["next"] = (next_obs, next_mask, next_acting, next_done, next_lstm_state)
+                state["games"] = (discounted_return, game_scores, opponent, learner_side)
+            torch.save(state, checkpoint_path + ".tmp")
+            os.replace(checkpoint_path + ".tmp", checkpoint_path)
+            last_good = checkpoint_path
+
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("charts/ent_coef", ent_coef, global_step)
         writer.add_scalar("charts/team_spirit", tau, global_step)
@@ -615,7 +772,7 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
         if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
             last_print = time.time()
-            eta = (args.num_iterations - iteration) * (last_print - start_time) / iteration
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
     if args.save_model:

@@ -314,6 +314,28 @@ def test_same_seed_same_game_and_different_seed_different_game():
     assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
+def test_state_dict_resumes_the_same_game():
+    """A world restored from a state_dict, in a fresh object, continues exactly as the original does."""
+    rng = np.random.default_rng(0)
+    env = make_moba("Moba5v5-v1", 6, seed=3, num_heroes=3)
+    env.reset()
+    actions = rng.integers(0, env.num_actions, size=(400, 6, 2, 3))
+    for a in actions[:150]:
+        env.step(a)
+    saved = env.state_dict()
+    copy_env = make_moba("Moba5v5-v1", 6, seed=99, num_heroes=3)
+    copy_env.load_state_dict(saved)
+    for a in actions[150:]:  # long enough for games to end and autoreset with the restored generator
+        for x, y in zip(env.step(a), copy_env.step(a), strict=True):
+            if isinstance(x, dict):
+                for k in x:
+                    np.testing.assert_array_equal(x[k], y[k])
+            else:
+                np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="shape"):
+        make_moba("Moba5v5-v1", 5, seed=3, num_heroes=3).load_state_dict(saved)
+
+
 def test_v0_observation_is_a_prefix_of_v1():
     v0, v1 = run_random("Moba5v5-v0", 4, 150, num_heroes=3), run_random("Moba5v5-v1", 4, 150, num_heroes=3)
     d0 = v0[0].shape[-1]

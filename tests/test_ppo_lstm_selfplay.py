@@ -75,6 +75,13 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--env-id", "NoSuchGame-v0"], "TicTacToe-v1"),
         (["--num-minibatches", "3"], "--num-minibatches"),
         (["--num-steps", "40"], "--bptt-len"),
+        (["--references", "random"], "at least two"),
+        (["--learning-rate", "0"], "--learning-rate"),
+        (["--gae-lambda", "1.5"], "--gae-lambda"),
+        (["--horizon-seconds", "0.5"], "--horizon-seconds"),
+        (["--capture-video"], "does not render"),
+        (["--resume", "no_such_checkpoint.pt"], "--resume"),
+        (["--eval-only", "no_such_model.cleanfive_model"], "--eval-only"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):

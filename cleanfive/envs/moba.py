@@ -476,6 +476,21 @@ class MobaTeamEnv:
     def close(self) -> None:
         """Nothing to release (the game is plain NumPy); present for the same interface as ``BoardTeamEnv``."""
 
+    def state_dict(self) -> dict:
+        """Everything that decides the next steps (arrays and the generator), so that a run can resume bit for bit."""
+        arrays = {k: v.copy() for k, v in vars(self).items() if isinstance(v, np.ndarray)}
+        return {"arrays": arrays, "rng": self.rng.bit_generator.state, "needs_reset": self._needs_reset}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict` taken from a world with the same number of envs, heroes and version."""
+        for k, v in state["arrays"].items():  # some arrays (caches of the last step) exist only after a step
+            mine = getattr(self, k, None)
+            if mine is not None and mine.shape != v.shape:
+                raise ValueError(f"world state {k!r} has shape {v.shape}, this world {mine.shape}")
+            setattr(self, k, v.copy())
+        self.rng.bit_generator.state = state["rng"]
+        self._needs_reset = state["needs_reset"]
+
     def render(self, env_index: int = 0) -> np.ndarray:
         """Top-down frame (256, 256, 3) uint8 of one env, from side 0 (blue, bottom-left) against side 1 (red).
 
