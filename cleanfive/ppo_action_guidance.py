@@ -1,0 +1,717 @@
+# docs and experiment results: docs/ppo_action_guidance.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from cleanfive.envs.microrts import (
+    ACTION_DIMS,
+    MASK_SIZE,
+    NUM_PLANES,
+    REWARD_NAMES,
+    MicrortsGridEnv,
+    MicrortsUnavailable,
+)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled when available"""
+    torch_threads: int = 1
+    """PyTorch CPU threads (1 leaves the other cores to the Java game engine; 0: PyTorch's default)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanfive"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """save GIFs of the first env's episodes 0, 1, 8, 27, ... and, with --eval-only, of its first evaluation
+    episode to `videos/{run_name}` (µRTS' Java renderer needs a display)"""
+    save_model: bool = False
+    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
+    quiet: bool = False
+    """if toggled, no progress line is printed (the final `summary` line still is)"""
+    save_every: int = 10
+    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
+    resume: str | None = None
+    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); µRTS cannot save its games (they
+    live in the JVM), so the games in progress restart: no completed update is lost"""
+
+    # Gym-µRTS task (thesis section 8.4.1, with Gridnet actions instead of one unit per decision)
+    task: Literal["LearnToAttack", "ProduceCombatUnits", "DefeatRandomEnemy"] = "LearnToAttack"
+    """the sparse-reward task: its opponent, game length, sparse reward R_M and shaped reward R_A1 (see TASKS)"""
+    map_path: str = "maps/10x10/basesWorkers10x10.xml"
+    """map, relative to the gym-microrts folder (both sides must halve at least once: even sizes)"""
+    num_envs: int = 8
+    """the number of games against the task's bot (the agent is player 0, top left)"""
+    max_steps: int | None = None
+    """game length limit in frames (default: the task's; the thesis' 200, 400, 600 decisions x 10 frames)"""
+
+    # Algorithm specific arguments
+    total_timesteps: int = 300_000
+    """total environment steps (frames x envs)"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_steps: int = 128
+    """the number of steps per env in each rollout"""
+    anneal_lr: bool = True
+    """toggle learning rate annealing"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """toggles whether or not to use a clipped loss for the value function"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # Action guidance (thesis section 8.3)
+    strategy: Literal["sparse", "shaped", "long-adaptation", "short-adaptation", "mixed-policy"] = "short-adaptation"
+    """Table 8.1: PPO on R_M alone, on R_A1 alone, or action guidance with the long, short or mixed-policy schedule"""
+    plo: bool = False
+    """positive learning optimization: skip a policy's update when its rollout holds no reward for it"""
+    epsilon_start: float | None = None
+    """probability that the auxiliary policy acts during the shift period (default: the strategy's)"""
+    shift: float | None = None
+    """shift period, as a fraction of --total-timesteps (default: the strategy's)"""
+    adaptation: float | None = None
+    """adaptation period (epsilon decays linearly to --epsilon-end), a fraction of --total-timesteps"""
+    epsilon_end: float | None = None
+    """probability that the auxiliary policy acts after the adaptation period (default: the strategy's)"""
+
+    # Evaluation
+    eval_episodes: int = 8
+    """games of the final evaluation, acting as at the end of training (rounded up to a multiple of --num-envs)"""
+    eval_only: str | None = None
+    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, evaluate it on the task and with
+    the strategy it was trained with, and exit"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+MASK_VALUE = -1e8  # logit of an illegal entry (Eq. 7.2)
+# Section 8.4.1: the task's bot, its game length in frames, and the weights of R_M (sparse) and R_A1 (shaped) over
+# REWARD_NAMES + "closer" (by how much the enemy base's nearest own worker or combat unit came closer to it)
+TASKS = {
+    "LearnToAttack": ("passiveAI", 2000, (0, 0, 0, 0, 1, 0, 0), (0, 0, 0, 0, 1, 0, 1)),
+    "ProduceCombatUnits": ("passiveAI", 4000, (0, 0, 0, 0, 0, 1, 0), (0, 1, 0, 1, 0, 7, 0)),
+    "DefeatRandomEnemy": ("randomBiasedAI", 6000, (1, 0, 0, 0, 0, 0, 0), (5, 1, 1, 0.2, 1, 7, 0.2)),
+}
+# Section 8.4.2: the schedule of each strategy, the periods as fractions of the thesis' 10M steps; sparse and shaped
+# are plain PPO: only the main (resp. auxiliary) policy acts and learns
+SCHEDULE_KEYS = ("epsilon_start", "shift", "adaptation", "epsilon_end")
+STRATEGIES = {
+    "sparse": (0.0, 0.0, 0.0, 0.0),
+    "shaped": (1.0, 0.0, 0.0, 1.0),
+    "long-adaptation": (0.95, 0.2, 0.7, 0.0),
+    "short-adaptation": (0.95, 0.08, 0.1, 0.0),
+    "mixed-policy": (0.95, 0.2, 0.2, 0.5),
+}
+MAIN, AUX = 0, 1  # the main policy learns from R_M only, the auxiliary policy from R_A1
+POLICY_NAMES = ("main", "aux")
+
+
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
+    missing, unreadable, corrupt or another script's."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
+        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
+    return saved
+
+
+# what --save-every writes besides `args`: enough to continue the run where it stopped
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizers", "rng", "history", "plo_skips")
+
+
+def rng_states() -> dict:
+    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
+    return {
+        "random": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def save_gif(frames: list, path: str) -> None:
+    """Write RGB frames (H, W, 3) as an animated GIF of 320x320 pixels."""
+    from PIL import Image
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    gif = [Image.fromarray(frame).resize((320, 320)) for frame in frames]
+    gif[0].save(path, save_all=True, append_images=gif[1:])
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None):
+    """Per-cell MultiDiscrete over ACTION_DIMS; logits and mask (B, HW, 78), action (B, HW, 7).
+
+    Samples from the masked logits (illegal entries set to MASK_VALUE) if `sample_masked`, else from the raw logits.
+    Log-prob and entropy come from the masked logits if `score_masked` (invalid action masking: renormalised over
+    legal entries, illegal entries carry no entropy and no gradient) or from the raw logits (naive masking, penalty).
+    When sampling masked, cells without an available own unit issue NOOP and are left out of log-prob and entropy.
+    Returns action, log-prob and entropy, each summed over components and cells: (B, HW, 7), (B,), (B,).
+    """
+    masked = logits.masked_fill(~mask, MASK_VALUE)
+    cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
+    if action is None:  # Gumbel-max: one categorical sample per component and cell
+        noisy = (masked if sample_masked else logits) - torch.log(-torch.log(torch.rand_like(logits)))
+        action = torch.stack([c.argmax(-1) for c in noisy.split(ACTION_DIMS, -1)], -1) * cells.unsqueeze(-1)
+    # score only the cells that issue an action: (N, 78) rows, summed back per batch row at the end
+    score, legal, acted = (masked if score_masked else logits)[cells], mask[cells], action[cells]
+    logprob, entropy = 0.0, 0.0
+    for i, (lg, m) in enumerate(zip(score.split(ACTION_DIMS, -1), legal.split(ACTION_DIMS, -1), strict=True)):
+        logp = torch.log_softmax(lg, -1)
+        logprob = logprob + logp.gather(-1, acted[:, i : i + 1]).squeeze(-1)
+        p_logp = logp.exp() * logp
+        entropy = entropy - (p_logp.where(m, 0.0) if score_masked else p_logp).sum(-1)
+    row, zeros = cells.nonzero()[:, 0], logits.new_zeros(logits.shape[0])
+    return action, zeros.index_add(0, row, logprob), zeros.index_add(0, row, entropy)
+
+
+def epsilon_at(step, total, start, shift, adaptation, end):
+    """Probability that the auxiliary policy acts at env step `step` (Section 8.3.1): `start` during the shift period
+    (the first `shift * total` steps), then linear to `end` over the next `adaptation * total` steps, then `end`."""
+    shift_end, adaptation_end = shift * total, (shift + adaptation) * total
+    if step < shift_end:
+        return start
+    if step >= adaptation_end:
+        return end
+    return start + (end - start) * (step - shift_end) / (adaptation_end - shift_end)
+
+
+def base_distance(obs):
+    """Per env, the Euclidean distance between the enemy base and the own worker or combat unit nearest to it; inf
+    where either is missing (µRTS' CloserToEnemyBaseRewardFunction, which gym-microrts 0.6.0 no longer reports).
+    obs (E, H, W, 27) -> (E,)."""
+    E, H, W, _ = obs.shape
+    yx = torch.stack(torch.meshgrid(torch.arange(H), torch.arange(W), indexing="ij"), -1).reshape(-1, 1, 2)
+    pair = ((yx - yx.transpose(0, 1)) ** 2).sum(-1).float().sqrt().to(obs.device)  # (HW, HW) cell distances
+    cells = obs.reshape(E, H * W, NUM_PLANES)
+    own = (cells[..., 11] == 1) & (cells[..., 17:21] == 1).any(-1)  # owner "self"; worker, light, heavy, ranged
+    base = (cells[..., 12] == 1) & (cells[..., 15] == 1)  # owner "enemy"; base
+    return pair.where(own[:, :, None] & base[:, None, :], torch.inf).flatten(1).amin(1)
+
+
+def task_rewards(raw, distance, next_distance, done, weights):
+    """R_M and R_A1 of one step, (2, E): `weights` (2, 7) times the six raw rewards (E, 6) and "closer", the drop in
+    base_distance over the step (0 when the game ended, as the next observation is the new game's, or where inf)."""
+    valid = torch.isfinite(distance) & torch.isfinite(next_distance) & ~done
+    closer = torch.where(valid, distance - next_distance, 0.0)
+    return weights @ torch.cat([raw, closer[:, None]], 1).T
+
+
+def num_stages(height, width):
+    """Down/up-sampling stages of the encoder-decoder: how often the map halves exactly, at most 4."""
+    stages = 0
+    while stages < 4 and height % 2 == 0 and width % 2 == 0:
+        height, width, stages = height // 2, width // 2, stages + 1
+    return stages
+
+
+class Agent(nn.Module):
+    def __init__(self, height: int, width: int):
+        super().__init__()
+        stages = num_stages(height, width)
+        channels = [NUM_PLANES] + [32 * 2**i for i in range(stages)]
+        encoder, decoder = [], []
+        for i in range(stages):  # encoder: conv + stride-2 max-pool; decoder: stride-2 transposed conv
+            encoder += [layer_init(nn.Conv2d(channels[i], channels[i + 1], 3, padding=1))]
+            encoder += [nn.MaxPool2d(3, stride=2, padding=1), nn.ReLU()]
+            out, std = (channels[i], np.sqrt(2)) if i else (MASK_SIZE, 0.01)  # last layer: the 78 logits per cell
+            up = layer_init(nn.ConvTranspose2d(channels[i + 1], out, 3, stride=2, padding=1, output_padding=1), std)
+            decoder = [up, nn.ReLU()] + decoder
+        self.encoder = nn.Sequential(*encoder)
+        self.actor = nn.Sequential(*decoder[:-1])
+        self.critic = nn.Sequential(
+            nn.Flatten(),
+            layer_init(nn.Linear(channels[-1] * (height >> stages) * (width >> stages), 128)),
+            nn.ReLU(),
+            layer_init(nn.Linear(128, 1), std=1),
+        )
+
+    def get_value(self, x):
+        return self.critic(self.encoder(x.permute(0, 3, 1, 2)))
+
+    def get_action_and_value(self, x, mask, sample_masked, score_masked, action=None):
+        hidden = self.encoder(x.permute(0, 3, 1, 2))  # (B, H, W, 27) -> (B, 27, H, W)
+        logits = self.actor(hidden).permute(0, 2, 3, 1).reshape(mask.shape)  # (B, HW, 78), cell = y * W + x
+        action, logprob, entropy = gridnet_distribution(logits, mask, sample_masked, score_masked, action)
+        return action, logprob, entropy, self.critic(hidden)
+
+
+def guided_action(agents, policies, obs, mask, epsilon):
+    """ε-greedy behaviour policy (Section 8.3.1): in each env the auxiliary policy acts with probability ε, else the
+    main one (both with invalid action masking). Runs the networks of `policies` only. Returns the action (E, HW, 7),
+    the log-prob of the policy that acted (E,) and the values (2, E) (0 for a policy not in `policies`)."""
+    E = obs.shape[0]
+    aux = torch.rand(E, device=obs.device) < epsilon
+    action = torch.zeros(mask.shape[:2] + (len(ACTION_DIMS),), dtype=torch.long, device=obs.device)
+    logprob, values = torch.zeros(E, device=obs.device), torch.zeros(2, E, device=obs.device)
+    for p in policies:
+        sampled, sampled_logprob, _, value = agents[p].get_action_and_value(obs, mask, True, True)
+        acting = aux if p == AUX else ~aux
+        action[acting], logprob[acting], values[p] = sampled[acting], sampled_logprob[acting], value.flatten()
+    return action, logprob, values
+
+
+def evaluate(agents, policies, envs, weights, epsilon, episodes, device, video_path=None):
+    """Mean sparse and shaped return of the first ceil(`episodes` / E) games of every env, acting with ε = `epsilon`.
+    With `video_path`, every 10th frame of env 0's first game is saved there as a GIF."""
+    next_obs, info = envs.reset()
+    obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+    distance, returns = base_distance(obs), torch.zeros(2, envs.num_envs, device=device)
+    games, finished, frames, frame = -(-episodes // envs.num_envs), [], [], 0
+    played = np.zeros(envs.num_envs, dtype=int)
+    while (played < games).any():
+        with torch.no_grad():
+            mask = torch.as_tensor(info["action_mask"], device=device)
+            action, _, _ = guided_action(agents, policies, obs, mask, epsilon)
+        if video_path and played[0] == 0 and frame % 10 == 0:
+            frames.append(envs.render())
+        next_obs, _, terminated, truncated, info = envs.step(action.cpu().numpy())
+        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        done = torch.as_tensor(terminated | truncated, device=device)
+        raw = torch.as_tensor(info["raw_rewards"], dtype=torch.float32, device=device)
+        next_distance = base_distance(obs)
+        returns += task_rewards(raw, distance, next_distance, done, weights)
+        distance, frame = next_distance, frame + 1
+        for i in np.flatnonzero(info.get("_episode", [])):
+            if played[i] < games:
+                finished.append(returns[:, i].tolist())
+            played[i], returns[:, i] = played[i] + 1, 0
+            if i == 0 and frames:
+                save_gif(frames, video_path)
+                frames = []
+    return np.mean(finished, axis=0)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    checkpoint = None
+    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
+        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    if saved:  # the task, map and strategy the model was trained for (the strategy decides which policies act)
+        trained = Args(**saved["args"])
+        for key in ("task", "map_path", "max_steps", "strategy", "epsilon_end"):
+            setattr(args, key, getattr(trained, key))
+    if args.strategy in ("sparse", "shaped") and not (checkpoint or saved):
+        given = [key for key in SCHEDULE_KEYS if getattr(args, key) is not None]
+        if given:
+            usage_error(f"--{given[0].replace('_', '-')} only applies to the action-guidance strategies")
+    # the strategy's schedule for what the command line left open, the task's game length if not given
+    for key, value in zip(SCHEDULE_KEYS, STRATEGIES[args.strategy], strict=True):
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
+    bot, frames_per_game, sparse_weights, shaped_weights = TASKS[args.task]
+    args.max_steps = args.max_steps or frames_per_game
+    for flag, ok, allowed in [
+        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
+        ("learning_rate", args.learning_rate > 0, "> 0"),
+        ("num_envs", args.num_envs >= 1, ">= 1"),
+        ("num_steps", args.num_steps >= 1, ">= 1"),
+        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
+        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
+        ("update_epochs", args.update_epochs >= 1, ">= 1"),
+        ("clip_coef", args.clip_coef > 0, "> 0"),
+        ("ent_coef", args.ent_coef >= 0, ">= 0"),
+        ("vf_coef", args.vf_coef > 0, "> 0"),
+        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
+        ("target_kl", args.target_kl is None or args.target_kl > 0, "> 0"),
+        ("max_steps", args.max_steps >= 1, ">= 1"),
+        ("epsilon_start", 0 <= args.epsilon_start <= 1, "in [0, 1]"),
+        ("shift", args.shift >= 0, ">= 0 (a fraction of --total-timesteps)"),
+        ("adaptation", args.adaptation >= 0, ">= 0 (a fraction of --total-timesteps)"),
+        ("epsilon_end", 0 <= args.epsilon_end <= 1, "in [0, 1]"),
+        ("eval_episodes", args.eval_episodes >= 0, ">= 0"),
+        ("torch_threads", args.torch_threads >= 0, ">= 0 (0: PyTorch's default)"),
+        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
+    ]:
+        if not ok:
+            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
+    args.batch_size = args.num_envs * args.num_steps
+    if args.batch_size % args.num_minibatches != 0:
+        usage_error(f"batch size {args.batch_size} (num_envs * num_steps) cannot be split into --num-minibatches")
+    if args.capture_video and not os.environ.get("DISPLAY"):
+        usage_error("--capture-video needs a display for µRTS' Java renderer: run under `xvfb-run -a`")
+    if args.capture_video and args.eval_only and args.eval_episodes == 0:
+        usage_error("--capture-video with --eval-only records an evaluation episode: set --eval-episodes >= 1")
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = 0 if args.eval_only else max(1, args.total_timesteps // args.batch_size)
+    policies = {"sparse": (MAIN,), "shaped": (AUX,)}.get(args.strategy, (MAIN, AUX))  # the policies that learn
+
+    # env setup: every env plays the task's bot; "same-step" autoreset (see cleanfive/envs/microrts.py).
+    # µRTS takes no seed and its games live in the JVM: on resume the games in progress are lost and restart.
+    try:
+        envs = MicrortsGridEnv(args.map_path, 0, [bot] * args.num_envs, args.max_steps, sparse_weights[:6])
+    except (MicrortsUnavailable, ValueError) as exc:
+        usage_error(str(exc))
+    if num_stages(envs.height, envs.width) == 0:
+        usage_error(f"map {args.map_path} is {envs.height}x{envs.width}: the encoder-decoder needs even sides")
+    E, HW = args.num_envs, envs.height * envs.width
+    env_id = os.path.basename(args.map_path)[: -len(".xml")]
+    run_name = checkpoint["run_name"] if checkpoint else f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    wandb_id = None
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+            id=checkpoint["wandb_id"] if checkpoint else None,
+            resume="allow",
+        )
+        wandb_id = wandb.run.id
+    # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    agents = nn.ModuleList([Agent(envs.height, envs.width) for _ in POLICY_NAMES]).to(device)  # one net per reward
+    optimizers = [optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5) for agent in agents]
+    weights = torch.tensor([sparse_weights, shaped_weights], dtype=torch.float32, device=device)  # (2, 7)
+    if saved:
+        try:
+            agents.load_state_dict(saved["model"])
+        except RuntimeError:
+            usage_error(f"the model in {args.eval_only} does not fit its map {args.map_path}: a different network")
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, E) + envs.obs_shape).to(device)
+    masks = torch.zeros((args.num_steps, E, HW, MASK_SIZE), dtype=torch.bool).to(device)
+    actions = torch.zeros((args.num_steps, E, HW, len(ACTION_DIMS)), dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, E)).to(device)  # log-probs of the behaviour policy (the one that acted)
+    rewards = torch.zeros((2, args.num_steps, E)).to(device)  # R_M, R_A1
+    dones = torch.zeros((args.num_steps, E)).to(device)
+    values = torch.zeros((2, args.num_steps, E)).to(device)  # main and auxiliary value functions
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    next_obs_np, info = envs.reset()
+    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    next_mask = torch.as_tensor(info["action_mask"], device=device)
+    next_done = torch.zeros(E).to(device)
+    distance = base_distance(next_obs)  # for R_A1's "closer" term
+    episode_returns = torch.zeros((2, E)).to(device)  # sparse and shaped return of the games in progress
+    history = []  # (sparse return, shaped return, length) of every finished training episode, in order
+    t_first = float("nan")  # % of total_timesteps at the first positive sparse reward
+    plo_skips = [0, 0]  # updates skipped by PLO, per policy
+    frames, video_episode = [], 0
+    first_iteration, last_checkpoint = 1, None
+    if checkpoint:
+        agents.load_state_dict(checkpoint["model"])
+        for optimizer, state in zip(optimizers, checkpoint["optimizers"], strict=True):
+            optimizer.load_state_dict(state)
+        set_rng_states(checkpoint["rng"])
+        first_iteration, global_step = checkpoint["iteration"] + 1, checkpoint["global_step"]
+        history, t_first, plo_skips = checkpoint["history"], checkpoint["t_first"], checkpoint["plo_skips"]
+        video_episode, last_checkpoint = checkpoint["video_episode"], args.resume
+        print(f"resumed from {args.resume} at update {first_iteration - 1} (global_step {global_step})", flush=True)
+    start_step, start_time = global_step, time.time()
+    last_print = start_time
+
+    for iteration in range(first_iteration, args.num_iterations + 1):
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            for optimizer in optimizers:
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+
+        for step in range(0, args.num_steps):
+            global_step += E
+            obs[step] = next_obs
+            masks[step] = next_mask
+            dones[step] = next_done
+            epsilon = epsilon_at(
+                global_step, args.total_timesteps, args.epsilon_start, args.shift, args.adaptation, args.epsilon_end
+            )
+
+            # ALGO LOGIC: action logic (ε-greedy between the main and the auxiliary policy, per env)
+            with torch.no_grad():
+                action, logprob, values[:, step] = guided_action(agents, policies, next_obs, next_mask, epsilon)
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs_np, _, terminated, truncated, info = envs.step(action.cpu().numpy())
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+            next_mask = torch.as_tensor(info["action_mask"], device=device)
+            next_done = torch.as_tensor(terminated | truncated, dtype=torch.float32, device=device)
+            # both rewards of the step from the raw rewards and the observations: R_M for main, R_A1 for aux
+            raw = torch.as_tensor(info["raw_rewards"], dtype=torch.float32, device=device)
+            next_distance = base_distance(next_obs)
+            rewards[:, step] = task_rewards(raw, distance, next_distance, next_done.bool(), weights)
+            distance = next_distance
+            episode_returns += rewards[:, step]
+            if np.isnan(t_first) and (rewards[MAIN, step] > 0).any():
+                t_first = 100 * global_step / args.total_timesteps
+                writer.add_scalar("charts/t_first_percent", t_first, global_step)
+            if args.capture_video and video_episode == round(video_episode ** (1 / 3)) ** 3 and step % 10 == 0:
+                frames.append(envs.render())  # env 0, every 10th frame of episodes 0, 1, 8, 27, ...
+            for i in np.flatnonzero(info.get("_episode", [])):
+                history.append([*episode_returns[:, i].tolist(), info["episode"]["l"][i]])
+                episode_returns[:, i] = 0
+                writer.add_scalar("charts/episodic_return", history[-1][MAIN], global_step)  # the sparse return
+                writer.add_scalar("charts/shaped_episodic_return", history[-1][AUX], global_step)
+                writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)
+                for name, value in zip(REWARD_NAMES, info["episode"]["raw"][i], strict=True):
+                    writer.add_scalar(f"charts/raw_{name}", value, global_step)
+                if i == 0 and args.capture_video:
+                    if frames:
+                        save_gif(frames, f"videos/{run_name}/episode_{video_episode}.gif")
+                    frames, video_episode = [], video_episode + 1
+
+        # flatten the batch (shared by both policies: the same rollout trains both, Eq. 8.1)
+        b_obs = obs.reshape((-1,) + envs.obs_shape)
+        b_masks = masks.reshape(-1, HW, MASK_SIZE)
+        b_actions = actions.reshape(-1, HW, len(ACTION_DIMS))
+        b_logprobs = logprobs.reshape(-1)
+
+        finite = torch.ones((), dtype=torch.bool, device=device)  # no NaN/inf loss in any minibatch of this update
+        for p in policies:
+            name, agent, optimizer = POLICY_NAMES[p], agents[p], optimizers[p]
+            tag = "" if p == MAIN else "_aux"  # CleanRL's loss keys for the main policy, suffixed for the auxiliary
+            # PLO (Section 8.3.2): a rollout without any reward for this policy leaves it (and its value) untouched
+            skipped = args.plo and not rewards[p].any()
+            writer.add_scalar(f"charts/plo_skipped_{name}", float(skipped), global_step)
+            if skipped:
+                plo_skips[p] += 1
+                continue
+
+            # bootstrap value if not done
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(1, -1)
+                advantages = torch.zeros_like(rewards[p]).to(device)
+                lastgaelam = 0
+                for t in reversed(range(args.num_steps)):
+                    if t == args.num_steps - 1:
+                        nextnonterminal = 1.0 - next_done
+                        nextvalues = next_value
+                    else:
+                        nextnonterminal = 1.0 - dones[t + 1]
+                        nextvalues = values[p, t + 1]
+                    delta = rewards[p, t] + args.gamma * nextvalues * nextnonterminal - values[p, t]
+                    advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+                returns = advantages + values[p]
+
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values[p].reshape(-1)
+
+            # Optimizing the policy and value network; the ratio is against the behaviour policy, so PPO's clipping
+            # is the off-policy correction for actions the other policy took (Eq. 8.2)
+            b_inds = np.arange(args.batch_size)
+            clipfracs = []
+            for _epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start : start + args.minibatch_size]
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                        b_obs[mb_inds], b_masks[mb_inds], True, True, b_actions[mb_inds]
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    finite &= loss.isfinite()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+            writer.add_scalar(f"losses/value_loss{tag}", v_loss.item(), global_step)
+            writer.add_scalar(f"losses/policy_loss{tag}", pg_loss.item(), global_step)
+            writer.add_scalar(f"losses/entropy{tag}", entropy_loss.item(), global_step)
+            writer.add_scalar(f"losses/old_approx_kl{tag}", old_approx_kl.item(), global_step)
+            writer.add_scalar(f"losses/approx_kl{tag}", approx_kl.item(), global_step)
+            writer.add_scalar(f"losses/clipfrac{tag}", np.mean(clipfracs), global_step)
+            writer.add_scalar(f"losses/explained_variance{tag}", explained_var, global_step)
+
+        # numerical faults: the losses and the parameters, checked once per update before anything is saved
+        if not (finite & torch.stack([param.isfinite().all() for param in agents.parameters()]).all()):
+            print(
+                f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: "
+                f"{last_checkpoint or 'none (use --save-every)'}",
+                file=sys.stderr,
+            )
+            sys.exit(1)
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizers[0].param_groups[0]["lr"], global_step)
+        writer.add_scalar("charts/epsilon", epsilon, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+            last_print = time.time()
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - first_iteration + 1)
+            recent = f"{np.mean([h[MAIN] for h in history[-10:]]):.2f}" if history else "-"
+            print(
+                f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
+                f"epsilon={epsilon:.3f} sparse_return_last10={recent}",
+                flush=True,
+            )
+
+        # checkpoint: everything the next update depends on except the games in progress (they live in the JVM)
+        if args.save_every and iteration % args.save_every == 0:
+            writer.flush()  # the logs up to this update survive a kill
+            last_checkpoint = f"runs/{run_name}/checkpoint.pt"
+            atomic_save(
+                {
+                    "args": vars(args),
+                    "run_name": run_name,
+                    "iteration": iteration,
+                    "global_step": global_step,
+                    "model": agents.state_dict(),
+                    "optimizers": [optimizer.state_dict() for optimizer in optimizers],
+                    "rng": rng_states(),
+                    "history": history,
+                    "t_first": t_first,
+                    "plo_skips": plo_skips,
+                    "video_episode": video_episode,
+                    "wandb_id": wandb_id,
+                },
+                last_checkpoint,
+            )
+
+    if args.save_model and not args.eval_only:
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
+        atomic_save({"args": vars(args), "model": agents.state_dict()}, model_path)
+        print(f"model saved to {model_path}")
+
+    # final evaluation: the agent as it acts at the end of training (ε = epsilon_end: the main policy alone for the
+    # action-guidance schedules that end at 0, the auxiliary one for `shaped`, both for `mixed-policy`)
+    summary = {"task": args.task, "strategy": args.strategy, "plo": args.plo, "episodes": len(history)}
+    last = np.mean(history[-10:], axis=0) if history else np.full(3, np.nan)
+    summary.update(sparse_return=last[0], shaped_return=last[1], episode_length=last[2], t_first=t_first)
+    summary.update(plo_skips_main=plo_skips[MAIN], plo_skips_aux=plo_skips[AUX])
+    summary.update(SPS=(global_step - start_step) / (time.time() - start_time))
+    if args.eval_episodes > 0:
+        video_path = f"videos/{run_name}/eval.gif" if args.capture_video and args.eval_only else None
+        result = evaluate(agents, policies, envs, weights, args.epsilon_end, args.eval_episodes, device, video_path)
+        summary.update(eval_sparse_return=result[0], eval_shaped_return=result[1])
+        writer.add_scalar("eval/sparse_return", result[0], global_step)
+        writer.add_scalar("eval/shaped_return", result[1], global_step)
+    envs.close()
+    print("summary " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
+
+    writer.close()
