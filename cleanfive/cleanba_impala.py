@@ -1,4 +1,6 @@
 # docs and experiment results: docs/cleanba_impala.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import atexit
+import contextlib
 import copy
 import hashlib
 import os
@@ -17,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 import tyro
+from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, pool_seed
@@ -45,6 +48,18 @@ class Args:
     """if toggled, no progress line is printed"""
     torch_threads: int = 1
     """torch's intra-op CPU threads (one pool shared by the actor threads and the learner)"""
+    save_every: int = 200
+    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
+    resume: str | None = None
+    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); envpool cannot save its games, so
+    the games in progress restart with seeds derived from (seed, update): no completed update is lost"""
+    eval_only: str | None = None
+    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): play `--eval-episodes` games with it and exit"""
+    eval_episodes: int = 10
+    """games played by `--eval-only`, one per environment (all lives, the real game score)"""
+    capture_video: bool = False
+    """with `--eval-only`: save the first game as `videos/{run_name}/episode_0.gif`, drawn from the observation
+    frames (envpool does not render)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -97,6 +112,49 @@ def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
+    missing, unreadable, corrupt or another script's."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
+        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
+    return saved
+
+
+# what --save-every writes besides `args`: enough to continue the run where it stopped
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "versions", "actor_rng", "rng")
+
+
+def rng_states() -> dict:
+    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
+    return {
+        "random": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -158,29 +216,41 @@ def params_sha256(agent: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def actor_thread(envs, agent, params, param_queue, rollout_queue, generator, args, device):
-    """Collect `num_updates` rollouts with parameters exactly `policy_lag` versions older than the learner's.
+def sample(logits, generator):
+    """Gumbel-max with the caller's own generator: argmax(logits - log(-log u)), u ~ U(0, 1), as Cleanba samples."""
+    u = torch.rand(logits.shape, generator=generator, device=logits.device)
+    return (logits - torch.log(-torch.log(u))).argmax(dim=-1)
 
-    Before rollout r the actor takes version r - fetch_lag from `param_queue` (fetch_lag 1 async, 0 sync; the
-    learner puts versions in order), keeps the last policy_lag + 1 versions, and acts with version max(0, r - lag).
+
+def actor_thread(envs, agent, history, param_queue, rollout_queue, generator, args, device, first_rollout):
+    """Collect rollouts first_rollout .. num_updates - 1 with parameters exactly `policy_lag` versions older than the
+    learner's.
+
+    `history` maps versions to parameters ({0: initial} at the start; the checkpoint's versions on resume). Before
+    rollout r the actor needs version r - fetch_lag (fetch_lag 1 async, 0 sync); if it does not hold it yet it takes
+    it from `param_queue` (the learner puts versions in order). It keeps the last policy_lag + 1 versions and acts
+    with version max(0, r - lag). Each rollout carries the generator's state after it: where the next one starts.
     """
     try:
         E, T, lag = args.local_num_envs // args.num_actor_threads, args.num_steps, args.policy_lag
         fetch_lag = min(lag, 1)
-        history = {0: params}  # version -> parameters
+        newest = max(history)  # the newest version received
         acting_version = -1
         stats = EpisodeStatistics(E)
         next_obs_np, _ = envs.reset()
         next_obs = torch.as_tensor(next_obs_np, device=device)
         next_done = torch.zeros(E, dtype=torch.bool, device=device)
-        for r in range(args.num_updates):
+        for r in range(first_rollout, args.num_updates):
             param_wait = 0.0
-            if r - fetch_lag >= 1:
+            if r - fetch_lag > newest:
                 start = time.time()
-                version, params = param_queue.get()
+                item = param_queue.get()
+                if item is None:  # the learner has stopped (stop_actors)
+                    return
+                newest, params = item
                 param_wait = time.time() - start
-                assert version == r - fetch_lag, (version, r, fetch_lag)
-                history[version] = params
+                assert newest == r - fetch_lag, (newest, r, fetch_lag)
+                history[newest] = params
             version = max(0, r - lag)
             if acting_version != version:
                 agent.load_state_dict(history[version])
@@ -201,9 +271,7 @@ def actor_thread(envs, agent, params, param_queue, rollout_queue, generator, arg
                 valid[t] = (~next_done).float()
                 with torch.no_grad():
                     logits, _ = agent.get_logits_and_value(next_obs)
-                    # sample with the actor's own generator (Gumbel-max: argmax(logits + Gumbel noise))
-                    u = torch.rand(logits.shape, generator=generator, device=device)
-                    action = (logits - torch.log(-torch.log(u))).argmax(dim=-1)
+                    action = sample(logits, generator)  # the actor's own generator, never one shared by threads
                     logprobs[t] = F.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
                 actions[t] = action
 
@@ -228,21 +296,82 @@ def actor_thread(envs, agent, params, param_queue, rollout_queue, generator, arg
                     "version": version,
                     "episodes": episodes,
                     "param_wait": param_wait,
+                    "rng": generator.get_state(),  # where rollout r + 1 starts (for the checkpoint after update r + 1)
                 }
             )
     except BaseException as error:  # hand the failure to the learner instead of leaving it waiting
         rollout_queue.put(error)
 
 
+def stop_actors(threads, param_queues, rollout_queues):
+    """Stop the actor threads at their next parameter fetch (a None version) and wait for them.
+
+    Registered with atexit, so that every exit (a numerical fault, an error, Ctrl-C) first stops the threads:
+    otherwise Python would tear down envpool under a thread that is stepping it, and the process would abort.
+    """
+    while any(thread.is_alive() for thread in threads):
+        for param_queue, rollout_queue in zip(param_queues, rollout_queues, strict=True):
+            with contextlib.suppress(queue.Empty):
+                rollout_queue.get_nowait()  # a thread may be waiting to hand over a rollout
+            with contextlib.suppress(queue.Full):
+                param_queue.put_nowait(None)
+        for thread in threads:
+            thread.join(timeout=0.05)
+
+
+def evaluate(agent, envs, generator, device, video_path):
+    """Play one game (all lives) in each env, sampling as the actor does; returns the real game scores (E,).
+
+    With `video_path`, env 0's game is saved there as a GIF of the newest observation frame (84x84 grayscale).
+    """
+    stats = EpisodeStatistics(len(envs))
+    returns = np.full(len(envs), np.nan)
+    next_obs, _ = envs.reset()
+    frames = [next_obs[0, -1]]
+    while np.isnan(returns).any():
+        with torch.no_grad():
+            logits, _ = agent.get_logits_and_value(torch.as_tensor(next_obs, device=device))
+        next_obs, _, _, truncated, info = envs.step(sample(logits, generator).cpu().numpy())
+        if np.isnan(returns[0]):
+            frames.append(next_obs[0, -1])
+        ended, game_returns, _ = stats.update(info, truncated)
+        first = np.isnan(returns[ended])  # only the first game of each env counts
+        returns[ended[first]] = game_returns[first]
+    if video_path:
+        os.makedirs(os.path.dirname(video_path), exist_ok=True)
+        gif = [Image.fromarray(frame).resize((168, 168), Image.NEAREST) for frame in frames]
+        gif[0].save(video_path, save_all=True, append_images=gif[1:], duration=33, loop=0)
+    return returns
+
+
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    checkpoint = None
+    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
+        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
     if args.env_id not in ATARI_ENV_IDS:
         usage_error(f"unknown --env-id {args.env_id!r}; use an Atari v5 id of envpool: {', '.join(ATARI_ENV_IDS)}")
-    for flag in ("total_timesteps", "local_num_envs", "num_actor_threads", "num_steps", "num_minibatches"):
-        if getattr(args, flag) < 1:
-            usage_error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
-    if args.torch_threads < 1:
-        usage_error(f"--torch-threads must be at least 1, got {args.torch_threads}")
+    for flag, ok, allowed in [
+        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
+        ("learning_rate", args.learning_rate > 0, "> 0"),
+        ("local_num_envs", args.local_num_envs >= 1, ">= 1"),
+        ("num_actor_threads", args.num_actor_threads >= 1, ">= 1"),
+        ("num_steps", args.num_steps >= 1, ">= 1"),
+        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
+        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
+        ("vtrace_lambda", 0 <= args.vtrace_lambda <= 1, "in [0, 1]"),
+        ("vtrace_rho_bar", args.vtrace_rho_bar > 0, "> 0"),
+        ("vtrace_pg_rho_bar", args.vtrace_pg_rho_bar > 0, "> 0"),
+        ("ent_coef", args.ent_coef >= 0, ">= 0"),
+        ("vf_coef", args.vf_coef > 0, "> 0"),
+        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
+        ("torch_threads", args.torch_threads >= 1, ">= 1"),
+        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
+        ("eval_episodes", args.eval_episodes >= 1, ">= 1"),
+    ]:
+        if not ok:
+            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
     if args.policy_lag is None:
         args.policy_lag = 0 if args.sync else 1
     if args.policy_lag < 0 or (args.sync and args.policy_lag != 0):
@@ -258,9 +387,13 @@ if __name__ == "__main__":
             f"the batch of --local-num-envs {args.local_num_envs} trajectories cannot be split into "
             f"--num-minibatches {args.num_minibatches} (minibatches are whole env trajectories); pick a divisor"
         )
+    if args.capture_video and not args.eval_only:
+        usage_error("--capture-video records a saved model playing: use it with --eval-only PATH")
 
     # multi-learner: one process per learner under torchrun; gloo on CPU, NCCL on GPU (one GPU per process)
     distributed = "WORLD_SIZE" in os.environ
+    if distributed and args.eval_only:
+        usage_error("--eval-only runs in one process: start it with python, not torchrun")
     use_cuda = torch.cuda.is_available() and args.cuda
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
     if use_cuda:
@@ -272,31 +405,21 @@ if __name__ == "__main__":
     args.local_batch_size = args.local_num_envs * args.num_steps
     args.batch_size = args.world_size * args.local_batch_size
     args.num_updates = max(1, args.total_timesteps // args.batch_size)
-    if not 0 <= args.seed <= 2**31 - args.world_size * args.local_num_envs:  # env seeds: seed + global env index
-        usage_error(f"--seed {args.seed} must be in [0, 2**31 - {args.world_size * args.local_num_envs}] (int32)")
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if distributed:  # every learner logs under rank 0's name
+    num_seeds = max(args.world_size * args.local_num_envs, args.eval_episodes)  # env seeds: seed + env index
+    if not 0 <= args.seed <= 2**31 - num_seeds:
+        usage_error(f"--seed {args.seed} must be in [0, 2**31 - {num_seeds}] (int32)")
+    if checkpoint and checkpoint["args"]["world_size"] != args.world_size:
+        usage_error(
+            f"{args.resume} was written by {checkpoint['args']['world_size']} learner process(es), not "
+            f"{args.world_size}: resume it with as many (torchrun --nproc_per_node)"
+        )
+    run_name = (
+        checkpoint["run_name"] if checkpoint else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    )
+    if distributed and not checkpoint:  # every learner logs under rank 0's name
         names = [run_name]
         dist.broadcast_object_list(names, src=0)
         run_name = names[0]
-    writer = None
-    if rank == 0:
-        if args.track:
-            import wandb
-
-            wandb.init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                sync_tensorboard=True,
-                config=vars(args),
-                name=run_name,
-                save_code=True,
-            )
-        writer = SummaryWriter(f"runs/{run_name}")
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
-        )
 
     # TRY NOT TO MODIFY: seeding (the same network seed on every learner, so they start identical)
     random.seed(args.seed)
@@ -309,47 +432,111 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.deterministic
     torch.backends.cudnn.benchmark = not args.deterministic
 
+    if args.eval_only:  # play one game per env with a saved model, print the scores, and stop
+        saved = load_saved(args.eval_only, "--eval-only", ("model",))
+        envs = make_atari(args.env_id, args.eval_episodes, args.seed)
+        agent = Agent(envs.action_space.n).to(device)
+        try:
+            agent.load_state_dict(saved["model"])
+        except RuntimeError:
+            trained_on = saved["args"]["env_id"]
+            usage_error(f"the model in {args.eval_only} was trained on {trained_on}: pass --env-id {trained_on}")
+        video_path = f"videos/{run_name}/episode_0.gif" if args.capture_video else None
+        returns = evaluate(agent, envs, torch.Generator(device=device).manual_seed(args.seed), device, video_path)
+        print(
+            f"eval env_id={args.env_id} episodes={len(returns)} mean_return={returns.mean():.2f} "
+            f"std={returns.std():.2f} returns={returns.tolist()}"
+        )
+        if video_path:
+            print(f"video saved to {video_path}")
+        sys.exit(0)
+
+    writer = wandb_id = None
+    if rank == 0:
+        if args.track:
+            import wandb
+
+            wandb.init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                sync_tensorboard=True,
+                config=vars(args),
+                name=run_name,
+                save_code=True,
+                id=checkpoint["wandb_id"] if checkpoint else None,
+                resume="allow",
+            )
+            wandb_id = wandb.run.id
+        # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
+        writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+        )
+
     # env setup. Seed scheme: actor thread j of learner `rank` steps env pool p = rank * num_actor_threads + j,
-    # and env i of pool p gets seed args.seed + p * envs_per_pool + i (= args.seed + the env's global index), so
+    # and env i of pool p gets seed env_seed + p * envs_per_pool + i (= env_seed + the env's global index), so
     # no two envs of any thread or process share a seed. Its action sampler is seeded by SeedSequence([seed, p]).
+    # envpool cannot save its games: on resume the games in progress are lost and new ones start from env_seed
+    # derived from (seed, update), with each sampler's state at the start of the checkpoint's next rollout.
+    first_update = checkpoint["iteration"] + 1 if checkpoint else 1
+    env_seed = args.seed
+    if checkpoint:
+        env_seed = int(np.random.SeedSequence([args.seed, first_update]).generate_state(1)[0]) % (2**31 - num_seeds)
     envs_per_pool = args.local_num_envs // args.num_actor_threads
     pool_indices = [rank * args.num_actor_threads + j for j in range(args.num_actor_threads)]
-    envs = [make_atari(args.env_id, envs_per_pool, pool_seed(args.seed, p, envs_per_pool)) for p in pool_indices]
+    envs = [make_atari(args.env_id, envs_per_pool, pool_seed(env_seed, p, envs_per_pool)) for p in pool_indices]
     generators = [torch.Generator(device=device) for _ in pool_indices]
-    for generator, p in zip(generators, pool_indices, strict=True):
+    for j, (generator, p) in enumerate(zip(generators, pool_indices, strict=True)):
         generator.manual_seed(int(np.random.SeedSequence([args.seed, p]).generate_state(1)[0]))
+        if checkpoint:
+            generator.set_state(checkpoint["actor_rng"][rank][j])
 
     agent = Agent(envs[0].action_space.n).to(device)
     if distributed:
         for param in agent.parameters():
             dist.broadcast(param.data, src=0)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    # the parameters of every version an actor may still act with (version 0: the initial parameters)
+    versions = {0: {k: v.detach().clone() for k, v in agent.state_dict().items()}}
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    recent_returns = deque(maxlen=100)
+    num_episodes = 0
+    last_checkpoint = None
+    if checkpoint:
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        versions = {v: {k: t.to(device) for k, t in p.items()} for v, p in checkpoint["versions"].items()}
+        set_rng_states(checkpoint["rng"])
+        global_step, num_episodes = checkpoint["global_step"], checkpoint["num_episodes"]
+        recent_returns.extend(checkpoint["recent_returns"])
+        last_checkpoint = args.resume
+        if rank == 0:
+            print(f"resumed from {args.resume} at update {first_update - 1} (global_step {global_step})", flush=True)
 
     # Cleanba's architecture: each actor thread and the learner are joined by two queues of size 1
     param_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
     rollout_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
-    initial_params = {k: v.detach().clone() for k, v in agent.state_dict().items()}  # version 0
     threads = [
         threading.Thread(
             target=actor_thread,
-            args=(envs[j], copy.deepcopy(agent), initial_params, param_queues[j], rollout_queues[j]),
-            kwargs={"generator": generators[j], "args": args, "device": device},
+            args=(envs[j], copy.deepcopy(agent), dict(versions), param_queues[j], rollout_queues[j]),
+            kwargs={"generator": generators[j], "args": args, "device": device, "first_rollout": first_update - 1},
             daemon=True,
         )
         for j in range(args.num_actor_threads)
     ]
-
-    # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = last_print = time.time()
-    recent_returns = deque(maxlen=100)
-    num_episodes = 0
+    start_step, start_time = global_step, time.time()
+    last_print = start_time
     for thread in threads:
         thread.start()
+    atexit.register(stop_actors, threads, param_queues, rollout_queues)
 
     fetch_lag = min(args.policy_lag, 1)
     m = args.local_num_envs // args.num_minibatches  # trajectories per minibatch
-    for update in range(1, args.num_updates + 1):
+    for update in range(first_update, args.num_updates + 1):
         # the rollout of each actor thread, in thread order: a fixed consumption order
         wait_start = time.time()
         rollouts = [q.get() for q in rollout_queues]
@@ -369,6 +556,7 @@ if __name__ == "__main__":
 
         # ALGO LOGIC: one pass over the rollout in minibatches of whole trajectories, one gradient step each
         logs = []
+        finite = torch.ones((), dtype=torch.bool, device=device)  # every minibatch's loss was finite
         for start in range(0, args.local_num_envs, m):
             cols = slice(start, start + m)
             mb_obs = b["obs"][:, cols]  # (T + 1, m, 4, 84, 84)
@@ -410,6 +598,7 @@ if __name__ == "__main__":
                     offset += g.numel()
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
+            finite &= loss.isfinite()
 
             with torch.no_grad():
                 ratio = logratio.exp()
@@ -423,9 +612,24 @@ if __name__ == "__main__":
                     ]
                 )
 
+        # numerical faults: the losses and the parameters, checked once per update before anything is sent or saved
+        finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
+        if distributed:  # a fault on any learner stops them all
+            finite = finite.float()
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+        if not finite.item():
+            if rank == 0:
+                print(
+                    f"error: non-finite loss or parameters at update {update}; stopped. Last good checkpoint: "
+                    f"{last_checkpoint or 'none (use --save-every)'}",
+                    file=sys.stderr,
+                )
+            sys.exit(1)
+
         # hand the new version to the actors; a version no rollout will use is not sent
+        params = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+        versions = {v: p for v, p in versions.items() if v >= update - args.policy_lag} | {update: params}
         if update + fetch_lag <= args.num_updates - 1:
-            params = {k: v.detach().clone() for k, v in agent.state_dict().items()}
             for q in param_queues:
                 q.put((update, params))
 
@@ -438,7 +642,7 @@ if __name__ == "__main__":
                     writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                     writer.add_scalar("charts/episodic_length", episodic_length, global_step)
             logs = np.array(logs)
-            sps = int(global_step / (time.time() - start_time))
+            sps = int((global_step - start_step) / (time.time() - start_time))
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("losses/policy_loss", logs[:, 0].mean(), global_step)
             writer.add_scalar("losses/value_loss", logs[:, 1].mean(), global_step)
@@ -453,12 +657,40 @@ if __name__ == "__main__":
             writer.add_scalar("charts/SPS", sps, global_step)
             if not args.quiet and (time.time() - last_print > 10 or update == args.num_updates):
                 last_print = time.time()
-                eta = (args.num_updates - update) * (last_print - start_time) / update
+                eta = (args.num_updates - update) * (last_print - start_time) / (update - first_update + 1)
                 mean_return = np.mean(recent_returns) if recent_returns else float("nan")
                 print(
                     f"update {update}/{args.num_updates} global_step={global_step} SPS={sps} "
                     f"episodic_return(last {len(recent_returns)})={mean_return:.2f} ETA={eta:.0f}s",
                     flush=True,
+                )
+
+        # checkpoint: the learner's state after this update and each actor's state at the start of its next rollout
+        # (carried by the rollout just used), so no thread needs to stop; one file, written by rank 0
+        if args.save_every and update % args.save_every == 0:
+            actor_rng = [[ro["rng"] for ro in rollouts]]
+            if distributed:
+                actor_rng = [None] * args.world_size
+                dist.all_gather_object(actor_rng, [ro["rng"] for ro in rollouts])
+            if rank == 0:
+                writer.flush()  # the logs up to this update survive a kill
+                last_checkpoint = f"runs/{run_name}/checkpoint.pt"
+                atomic_save(
+                    {
+                        "args": vars(args),
+                        "run_name": run_name,
+                        "iteration": update,
+                        "global_step": global_step,
+                        "model": agent.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "versions": versions,
+                        "actor_rng": actor_rng,
+                        "rng": rng_states(),
+                        "num_episodes": num_episodes,
+                        "recent_returns": list(recent_returns),
+                        "wandb_id": wandb_id,
+                    },
+                    last_checkpoint,
                 )
 
     for thread in threads:
@@ -476,15 +708,14 @@ if __name__ == "__main__":
 
     if rank == 0:
         print(
-            f"final global_step={global_step} SPS={global_step / wall:.1f} wall={wall:.1f}s "
+            f"final global_step={global_step} SPS={(global_step - start_step) / wall:.1f} wall={wall:.1f}s "
             f"episodes={num_episodes} learners={args.world_size} learners_identical={identical} "
             f"params_sha256={params_sha256(agent)}",
             flush=True,
         )
         if args.save_model:
             model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
-            torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
-            os.replace(model_path + ".tmp", model_path)
+            atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
             print(f"model saved to {model_path}")
         writer.close()
     if distributed:

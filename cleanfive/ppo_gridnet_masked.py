@@ -45,11 +45,17 @@ class Args:
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """save GIFs of the first env's episodes 0, 1, 8, 27, ... to `videos/{run_name}` (Java needs a display)"""
+    """save GIFs of the first env's episodes 0, 1, 8, 27, ... and of its first evaluation episode to
+    `videos/{run_name}` (µRTS' Java renderer needs a display)"""
     save_model: bool = False
     """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
     quiet: bool = False
     """if toggled, no progress line is printed (the final `summary` line still is)"""
+    save_every: int = 20
+    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
+    resume: str | None = None
+    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); µRTS cannot save its games (they
+    live in the JVM), so the games in progress restart: no completed update is lost"""
 
     # Gym-µRTS task (defaults: the thesis' Gridnet setting, scaled down to a 2-core laptop)
     map_path: str = "maps/16x16/basesWorkers16x16.xml"
@@ -114,8 +120,8 @@ class Args:
     """games of the agent against each of `--eval-bots` (0: no league)"""
     league_games: int = 2
     """games per pair of `--eval-bots` (seats alternate) to rate the bots in the same league"""
-    eval_model: str | None = None
-    """path of a saved `.cleanfive_model`: skip training and only evaluate it"""
+    eval_only: str | None = None
+    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, only evaluate it, and exit"""
 
     # to be filled in runtime
     num_envs: int = 0
@@ -143,6 +149,58 @@ def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
+    missing, unreadable, corrupt or another script's."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
+        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
+    return saved
+
+
+# what --save-every writes besides `args`: enough to continue the run where it stopped
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "rng", "history")
+
+
+def rng_states() -> dict:
+    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
+    return {
+        "random": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def save_gif(frames: list, path: str) -> None:
+    """Write RGB frames (H, W, 3) as an animated GIF of 320x320 pixels."""
+    from PIL import Image
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    gif = [Image.fromarray(frame).resize((320, 320)) for frame in frames]
+    gif[0].save(path, save_all=True, append_images=gif[1:])
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -234,20 +292,29 @@ class Agent(nn.Module):
         return action, logprob, entropy, self.critic(hidden)
 
 
-def evaluate(agent, envs, device, use_mask, episodes):
-    """Mean return and mean per-episode STAT_NAMES over the first `episodes` episodes, acting with or without mask."""
+def evaluate(agent, envs, device, use_mask, episodes, video_path=None):
+    """Mean return and mean per-episode STAT_NAMES over the first `episodes` episodes, acting with or without mask.
+
+    With `video_path`, every 10th frame of env 0's first episode is saved there as a GIF.
+    """
     next_obs, info = envs.reset()
-    counts, finished = np.zeros((envs.num_envs, len(STAT_NAMES))), []
-    while len(finished) < episodes:
+    counts, finished, frames, step = np.zeros((envs.num_envs, len(STAT_NAMES))), [], [], 0
+    while len(finished) < episodes or video_path:  # with a video, also until env 0's first episode has ended
         obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
         mask = torch.as_tensor(info["action_mask"], device=device)
         with torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(obs, mask, use_mask, use_mask)
         counts += action_stats(obs, mask, action).cpu().numpy()
+        if video_path and step % 10 == 0:
+            frames.append(envs.render())
         next_obs, _, _, _, info = envs.step(action.cpu().numpy())
+        step += 1
         for i in np.flatnonzero(info.get("_episode", [])):
             finished.append([info["episode"]["r"][i], *counts[i]])
             counts[i] = 0
+            if i == 0 and video_path:
+                save_gif(frames, video_path)
+                video_path = None
     return np.mean(finished[:episodes], axis=0)
 
 
@@ -279,10 +346,38 @@ def play_league(agent, args, device):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    checkpoint = None
+    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
+        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    for flag, ok, allowed in [
+        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
+        ("learning_rate", args.learning_rate > 0, "> 0"),
+        ("num_steps", args.num_steps >= 1, ">= 1"),
+        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
+        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
+        ("update_epochs", args.update_epochs >= 1, ">= 1"),
+        ("clip_coef", args.clip_coef > 0, "> 0"),
+        ("ent_coef", args.ent_coef >= 0, ">= 0"),
+        ("vf_coef", args.vf_coef > 0, "> 0"),
+        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
+        ("target_kl", args.target_kl is None or args.target_kl > 0, "> 0"),
+        ("max_steps", args.max_steps >= 1, ">= 1"),
+        ("num_bot_envs", args.num_bot_envs >= 0, ">= 0"),
+        ("eval_episodes", args.eval_episodes >= 0, ">= 0"),
+        ("eval_games", args.eval_games >= 0, ">= 0"),
+        ("league_games", args.league_games >= 0, ">= 0"),
+        ("torch_threads", args.torch_threads >= 0, ">= 0 (0: PyTorch's default)"),
+        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
+    ]:
+        if not ok:
+            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
     args.num_envs = args.num_selfplay_envs + args.num_bot_envs
     args.batch_size = args.num_envs * args.num_steps
-    if args.num_bot_envs < 0 or args.num_envs < 1:
-        usage_error("need --num-bot-envs >= 0 and at least one env in total")
+    if args.num_envs < 1:
+        usage_error("need at least one env in total: --num-selfplay-envs plus --num-bot-envs")
     if args.strategy != "penalty" and args.invalid_penalty is not None:
         usage_error(f"--invalid-penalty only applies to --strategy penalty, not {args.strategy}")
     if args.strategy == "penalty" and (args.invalid_penalty is None or args.invalid_penalty > 0):
@@ -291,14 +386,17 @@ if __name__ == "__main__":
         usage_error(f"batch size {args.batch_size} (num_envs * num_steps) cannot be split into --num-minibatches")
     if args.capture_video and not os.environ.get("DISPLAY"):
         usage_error("--capture-video needs a display for µRTS' Java renderer: run under `xvfb-run -a`")
+    if args.capture_video and args.eval_only and args.eval_episodes == 0:
+        usage_error("--capture-video with --eval-only records an evaluation episode: set --eval-episodes >= 1")
     if args.eval_games > 0 and not args.eval_bots:
         usage_error("--eval-games needs at least one of --eval-bots")
     args.minibatch_size = args.batch_size // args.num_minibatches
-    args.num_iterations = 0 if args.eval_model else max(1, args.total_timesteps // args.batch_size)
+    args.num_iterations = 0 if args.eval_only else max(1, args.total_timesteps // args.batch_size)
     sample_masked, score_masked = args.strategy != "penalty", args.strategy == "masking"
     penalty = args.invalid_penalty or 0.0
 
-    # env setup: self-play pairs first, then bot envs; "same-step" autoreset (see cleanfive/envs/microrts.py)
+    # env setup: self-play pairs first, then bot envs; "same-step" autoreset (see cleanfive/envs/microrts.py).
+    # µRTS takes no seed and its games live in the JVM: on resume the games in progress are lost and restart.
     try:
         envs = MicrortsGridEnv(
             args.map_path,
@@ -316,7 +414,8 @@ if __name__ == "__main__":
         usage_error(f"map {args.map_path} is {envs.height}x{envs.width}: the encoder-decoder needs even sides")
     E, HW = args.num_envs, envs.height * envs.width
     env_id = os.path.basename(args.map_path)[: -len(".xml")]
-    run_name = f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    wandb_id = None
     if args.track:
         import wandb
 
@@ -327,8 +426,12 @@ if __name__ == "__main__":
             config=vars(args),
             name=run_name,
             save_code=True,
+            id=checkpoint["wandb_id"] if checkpoint else None,
+            resume="allow",
         )
-    writer = SummaryWriter(f"runs/{run_name}")
+        wandb_id = wandb.run.id
+    # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
@@ -345,11 +448,12 @@ if __name__ == "__main__":
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     agent = Agent(envs.height, envs.width).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    if args.eval_model:
+    if saved:
         try:
-            agent.load_state_dict(torch.load(args.eval_model, map_location=device, weights_only=False)["model"])
-        except (OSError, KeyError, RuntimeError) as exc:
-            usage_error(f"cannot load --eval-model {args.eval_model} for map {args.map_path}: {str(exc)[:200]}")
+            agent.load_state_dict(saved["model"])
+        except RuntimeError:
+            trained_on = saved["args"]["map_path"]
+            usage_error(f"the model in {args.eval_only} was trained on {trained_on}: pass --map-path {trained_on}")
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, E) + envs.obs_shape).to(device)
@@ -362,7 +466,6 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
-    start_time = last_print = time.time()
     next_obs_np, info = envs.reset()
     next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
     next_mask = torch.as_tensor(info["action_mask"], device=device)
@@ -371,8 +474,19 @@ if __name__ == "__main__":
     history = []  # (return, a_null, a_busy, a_owner, invalid) of every finished training episode, in order
     t_first = t_solve = float("nan")  # % of total_timesteps at the first positive reward / at solving
     frames, video_episode = [], 0
+    first_iteration, last_checkpoint = 1, None
+    if checkpoint:
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        set_rng_states(checkpoint["rng"])
+        first_iteration, global_step = checkpoint["iteration"] + 1, checkpoint["global_step"]
+        history, t_first, t_solve = checkpoint["history"], checkpoint["t_first"], checkpoint["t_solve"]
+        video_episode, last_checkpoint = checkpoint["video_episode"], args.resume
+        print(f"resumed from {args.resume} at update {first_iteration - 1} (global_step {global_step})", flush=True)
+    start_step, start_time = global_step, time.time()
+    last_print = start_time
 
-    for iteration in range(1, args.num_iterations + 1):
+    for iteration in range(first_iteration, args.num_iterations + 1):
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
@@ -419,13 +533,7 @@ if __name__ == "__main__":
                     writer.add_scalar("charts/t_solve_percent", t_solve, global_step)
                 if i == 0 and args.capture_video:
                     if frames:
-                        from PIL import Image
-
-                        os.makedirs(f"videos/{run_name}", exist_ok=True)
-                        gif = [Image.fromarray(f).resize((320, 320)) for f in frames]
-                        gif[0].save(
-                            f"videos/{run_name}/episode_{video_episode}.gif", save_all=True, append_images=gif[1:]
-                        )
+                        save_gif(frames, f"videos/{run_name}/episode_{video_episode}.gif")
                     frames, video_episode = [], video_episode + 1
 
         # bootstrap value if not done
@@ -456,6 +564,7 @@ if __name__ == "__main__":
         # Optimizing the policy and value network
         b_inds = np.arange(args.batch_size)
         clipfracs = []
+        finite = torch.ones((), dtype=torch.bool, device=device)  # every minibatch's loss was finite
         for _epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
             for start in range(0, args.batch_size, args.minibatch_size):
@@ -500,16 +609,26 @@ if __name__ == "__main__":
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
+                finite &= loss.isfinite()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
+
+        # numerical faults: the losses and the parameters, checked once per update before anything is saved
+        if not (finite & torch.stack([param.isfinite().all() for param in agent.parameters()]).all()):
+            print(
+                f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: "
+                f"{last_checkpoint or 'none (use --save-every)'}",
+                file=sys.stderr,
+            )
+            sys.exit(1)
 
         y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
@@ -521,28 +640,50 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
         if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
             last_print = time.time()
-            eta = (args.num_iterations - iteration) * (last_print - start_time) / iteration
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - first_iteration + 1)
             recent = f"{np.mean([h[0] for h in history[-10:]]):.2f}" if history else "-"
             print(
-                f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
+                f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
                 f"mean_return_last10={recent}",
                 flush=True,
             )
 
-    if args.save_model and not args.eval_model:
+        # checkpoint: everything the next update depends on except the games in progress (they live in the JVM)
+        if args.save_every and iteration % args.save_every == 0:
+            writer.flush()  # the logs up to this update survive a kill
+            last_checkpoint = f"runs/{run_name}/checkpoint.pt"
+            atomic_save(
+                {
+                    "args": vars(args),
+                    "run_name": run_name,
+                    "iteration": iteration,
+                    "global_step": global_step,
+                    "model": agent.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "rng": rng_states(),
+                    "history": history,
+                    "t_first": t_first,
+                    "t_solve": t_solve,
+                    "video_episode": video_episode,
+                    "wandb_id": wandb_id,
+                },
+                last_checkpoint,
+            )
+
+    if args.save_model and not args.eval_only:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
-        torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
-        os.replace(model_path + ".tmp", model_path)
+        atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
 
     # final evaluation on the training task, with the mask and with the mask removed ("masking removed", Table 7.2)
     summary = {"strategy": args.strategy, "invalid_penalty": penalty, "episodes": len(history)}
     last = np.mean(history[-10:], axis=0) if history else np.full(1 + len(STAT_NAMES), np.nan)
     summary.update(r_episode=last[0], **dict(zip(STAT_NAMES, last[1:], strict=True)))
-    summary.update(t_solve=t_solve, t_first=t_first, SPS=global_step / (time.time() - start_time))
+    summary.update(t_solve=t_solve, t_first=t_first, SPS=(global_step - start_step) / (time.time() - start_time))
     if args.eval_episodes > 0:
         for use_mask, tag in [(True, "mask"), (False, "nomask")]:
-            result = evaluate(agent, envs, device, use_mask, args.eval_episodes)
+            video_path = f"videos/{run_name}/eval.gif" if args.capture_video and use_mask else None
+            result = evaluate(agent, envs, device, use_mask, args.eval_episodes, video_path)
             for name, value in zip(("return",) + STAT_NAMES, result, strict=True):
                 summary[f"eval_{tag}_{name}"] = value
                 writer.add_scalar(f"eval/{name}_{tag}", value, global_step)

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cleanfive.cleanba_impala import Agent, actor_thread, vtrace
+from cleanfive.cleanba_impala import Agent, actor_thread, stop_actors, vtrace
 from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, pool_seed
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "cleanba_impala.py"
@@ -128,24 +129,28 @@ def version_params(agent, version):
 
 
 @pytest.mark.parametrize("lag", [0, 1, 3])
-def test_actor_acts_with_parameters_exactly_lag_versions_old(lag):
+@pytest.mark.parametrize("resume_at", [0, 4])
+def test_actor_acts_with_parameters_exactly_lag_versions_old(lag, resume_at):
     """Rollout r is collected, every step of it, with version max(0, r - lag); the learner (emulated here exactly as
-    the script's loop does it) then updates from version r: after the first update the lag is `lag`."""
+    the script's loop does it) then updates from version r: after the first update the lag is `lag`. With
+    resume_at = k the actor starts at rollout k holding what a checkpoint after update k holds (versions
+    max(0, k - lag) .. k), as on --resume: it must use the same versions as the uninterrupted actor."""
     torch.manual_seed(0)
     num_updates, E, T = 7, 2, 3
     agent = Agent(num_actions=4)
     args = SimpleNamespace(local_num_envs=E, num_actor_threads=1, num_steps=T, policy_lag=lag, num_updates=num_updates)
     param_q, rollout_q = queue.Queue(maxsize=1), queue.Queue(maxsize=1)
     generator = torch.Generator().manual_seed(0)
+    history = {v: version_params(agent, v) for v in range(max(0, resume_at - lag), resume_at + 1)}
     thread = threading.Thread(
         target=actor_thread,
-        args=(ConstantAtari(E), agent, version_params(agent, 0), param_q, rollout_q, generator, args, "cpu"),
+        args=(ConstantAtari(E), agent, history, param_q, rollout_q, generator, args, "cpu", resume_at),
         daemon=True,
     )
     thread.start()
     fetch_lag = min(lag, 1)
     used = []
-    for update in range(1, num_updates + 1):
+    for update in range(resume_at + 1, num_updates + 1):
         rollout = rollout_q.get(timeout=60)
         assert not isinstance(rollout, BaseException), rollout
         # decode which version produced each logged log-probability
@@ -159,11 +164,60 @@ def test_actor_acts_with_parameters_exactly_lag_versions_old(lag):
             param_q.put((update, version_params(agent, update)))
     thread.join(timeout=60)
     assert not thread.is_alive()
-    learner_versions = list(range(num_updates))  # update u starts from version u - 1
+    learner_versions = list(range(resume_at, num_updates))  # update u starts from version u - 1
     assert used == [max(0, v - lag) for v in learner_versions]
-    assert [learner - actor for learner, actor in zip(learner_versions, used, strict=True)][lag:] == [lag] * (
-        num_updates - lag
-    )
+    if resume_at == 0:
+        assert [learner - actor for learner, actor in zip(learner_versions, used, strict=True)][lag:] == [lag] * (
+            num_updates - lag
+        )
+
+
+def test_rollouts_carry_the_generator_state_where_the_next_one_starts():
+    """What a checkpoint stores for an actor: the state after rollout r reproduces rollout r + 1 exactly."""
+    agent = Agent(num_actions=4)
+    args = SimpleNamespace(local_num_envs=2, num_actor_threads=1, num_steps=3, policy_lag=0, num_updates=2)
+
+    def rollouts(generator, first_rollout):
+        param_q, rollout_q = queue.Queue(maxsize=1), queue.Queue(maxsize=1)
+        history = {first_rollout: version_params(agent, 0)}
+        out = []
+        thread = threading.Thread(
+            target=actor_thread,
+            args=(ConstantAtari(2), agent, history, param_q, rollout_q, generator, args, "cpu", first_rollout),
+            daemon=True,
+        )
+        thread.start()
+        for r in range(first_rollout, 2):
+            out.append(rollout_q.get(timeout=60))
+            if r == 0:
+                param_q.put((1, version_params(agent, 0)))
+        thread.join(timeout=60)
+        return out
+
+    first, second = rollouts(torch.Generator().manual_seed(3), 0)
+    assert not torch.equal(first["actions"], second["actions"])  # the generator moved on
+    (resumed,) = rollouts(torch.Generator().manual_seed(99).set_state(first["rng"]), 1)
+    assert torch.equal(resumed["actions"], second["actions"]) and torch.equal(resumed["rng"], second["rng"])
+
+
+def test_stop_actors_ends_threads_waiting_for_parameters_or_to_hand_over_a_rollout():
+    agent = Agent(num_actions=4)
+    args = SimpleNamespace(local_num_envs=2, num_actor_threads=1, num_steps=3, policy_lag=1, num_updates=50)
+    queues = [(queue.Queue(maxsize=1), queue.Queue(maxsize=1)) for _ in range(2)]
+    threads = [
+        threading.Thread(
+            target=actor_thread,
+            args=(ConstantAtari(2), agent, {0: version_params(agent, 0)}, pq, rq, torch.Generator(), args, "cpu", 0),
+            daemon=True,
+        )
+        for pq, rq in queues
+    ]
+    for thread in threads:
+        thread.start()
+    queues[0][1].get(timeout=60)  # thread 0 then waits for version 1; thread 1 waits to hand over rollout 1
+    time.sleep(0.5)
+    stop_actors(threads, [pq for pq, _ in queues], [rq for _, rq in queues])
+    assert not any(thread.is_alive() for thread in threads)
 
 
 # ---------------------------------------------------------------- envpool facts (cleanfive/envs/atari.py)
@@ -265,9 +319,10 @@ def scalars(run_dir):
 
 @pytest.fixture(scope="module")
 def seeded_runs(tmp_path_factory):
-    """Two runs with seed 1 and one with seed 2, each in its own directory: (stdout, scalars) each."""
+    """Two runs with seed 1 (the second writes a checkpoint after every update) and one with seed 2, each in its own
+    directory: (stdout, scalars, run directory) each."""
     out = []
-    for seed, extra in [(1, ["--save-model"]), (1, []), (2, [])]:
+    for seed, extra in [(1, ["--save-model"]), (1, ["--save-every", "1"]), (2, [])]:
         tmp = tmp_path_factory.mktemp(f"seed{seed}")
         result = run(tmp, *TINY, "--seed", str(seed), *extra)
         assert result.returncode == 0, result.stderr
@@ -307,10 +362,12 @@ def test_tiny_run_writes_cleanrl_metrics_and_lags_one_version(seeded_runs):
     assert final[:3] == ("512", "1", "True")
 
 
-def test_two_seeded_runs_are_bit_identical(seeded_runs):
-    (out_a, tags_a, _), (out_b, tags_b, _), (out_c, tags_c, _) = seeded_runs
+def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(seeded_runs):
+    (out_a, tags_a, _), (out_b, tags_b, run_dir_b), (out_c, tags_c, _) = seeded_runs
     hash_a, hash_b, hash_c = (FINAL.findall(out)[0][3] for out in (out_a, out_b, out_c))
     assert hash_a == hash_b != hash_c
+    checkpoint = torch.load(run_dir_b / "checkpoint.pt", weights_only=False)
+    assert checkpoint["iteration"] == 4 and checkpoint["global_step"] == 512
     timing = {"charts/SPS", "stats/rollout_queue_get_time", "stats/param_queue_get_time"}
     for tag in set(tags_a) - timing:
         assert tags_a[tag] == tags_b[tag], tag  # returns, lengths, losses: equal floats

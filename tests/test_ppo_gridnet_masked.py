@@ -219,9 +219,9 @@ def test_tiny_masking_run_metrics_league_save_and_eval_mode(tmp_path):
     saved = torch.load(run_dir / "ppo_gridnet_masked.cleanfive_model", weights_only=False)
     assert saved["args"]["strategy"] == "masking" and "critic.3.weight" in saved["model"]
     # evaluation mode: reload the model and only evaluate
-    result = run(tmp_path, *TINY, "--eval-model", str(run_dir / "ppo_gridnet_masked.cleanfive_model"))
+    result = run(tmp_path, *TINY, "--eval-only", str(run_dir / "ppo_gridnet_masked.cleanfive_model"))
     assert result.returncode == 0, result.stderr
-    assert "summary " in result.stdout and "iteration" not in result.stdout and "league bot=" in result.stdout
+    assert "summary " in result.stdout and "update " not in result.stdout and "league bot=" in result.stdout
 
 
 @needs_java
@@ -242,6 +242,9 @@ USER_ERRORS = [
     (["--bots", "noSuchBot"], "coacAI"),
     (["--eval-bots", "noSuchBot"], "coacAI"),
     (["--num-selfplay-envs", "3"], "even"),
+    (["--clip-coef", "0"], "--clip-coef"),
+    (["--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--num-selfplay-envs", "0", "--num-bot-envs", "0"], "at least one env"),
 ]
 # runs the script's __main__ once per case in ONE process (one interpreter start, one JVM), printing per case
 # the exit code and the stderr lines as JSON
