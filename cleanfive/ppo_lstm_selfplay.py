@@ -258,6 +258,8 @@ def load_file(path, flag):
         saved = torch.load(path, map_location="cpu", weights_only=False)
         if not isinstance(saved, dict) or not {"args", "model"} <= saved.keys():
             raise ValueError("not a cleanfive file")
+        if not saved["args"].keys() <= Args.__dataclass_fields__.keys():
+            raise ValueError("written by another script")
     except Exception as error:
         usage_error(f"cannot read {flag} {path} ({error}); pass a file written by --save-every or --save-model")
     return saved
@@ -385,7 +387,7 @@ if __name__ == "__main__":
             save_code=True,
         )
     # resuming drops the events logged after the checkpoint, so that the curves continue where it was taken
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] if checkpoint else None)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
@@ -628,6 +630,7 @@ if __name__ == "__main__":
         # Optimizing the policy and value network
         seq_inds = np.arange(args.num_sequences)
         clipfracs = []
+        finite = torch.tensor(True, device=device)  # numerical faults, checked once after the update
         for _epoch in range(args.update_epochs):
             np.random.shuffle(seq_inds)
             for start in range(0, args.num_sequences, args.minibatch_sequences):
@@ -675,6 +678,7 @@ if __name__ == "__main__":
 
                 entropy_loss = (entropy * pg_w).sum() / pg_n
                 loss = pg_loss - ent_coef * entropy_loss + v_loss * args.vf_coef
+                finite &= loss.isfinite()
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -688,19 +692,25 @@ if __name__ == "__main__":
                         param.grad.copy_(torch.maximum(torch.minimum(param.grad, limit), -limit))
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
-                if not (loss.isfinite() & torch.stack([p.isfinite().all() for p in agent.parameters()]).all()):
-                    print(
-                        f"error: non-finite loss or parameters at update {iteration}; stopped. "
-                        f"Last good checkpoint: {last_good or 'none (use --save-every)'}",
-                        file=sys.stderr,
-                    )
-                    sys.exit(1)
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
         if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from this rollout's learner rows
             agent.update_obs_stats(obs[learner.bool()])
+
+        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
+        with torch.no_grad():
+            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done)
+            finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
+            finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
+        if not finite:
+            print(
+                f"error: non-finite loss or parameters at update {iteration}; stopped. "
+                f"Last good checkpoint: {last_good or 'none (use --save-every)'}",
+                file=sys.stderr,
+            )
+            sys.exit(1)
 
         y_pred, y_true = b_values.flatten(), b_returns.flatten()
         var_y = y_true.var()
@@ -732,6 +742,24 @@ if __name__ == "__main__":
                     flush=True,
                 )
 
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("charts/ent_coef", ent_coef, global_step)
+        writer.add_scalar("charts/team_spirit", tau, global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+            last_print = time.time()
+            eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
+            print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
+
         # checkpoint (atomic: a temporary file, then a rename) holding everything the next update depends on
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
             state = {
@@ -753,27 +781,10 @@ if __name__ == "__main__":
                 state["world"] = envs.state_dict()
                 state["next"] = (next_obs, next_mask, next_acting, next_done, next_lstm_state)
                 state["games"] = (discounted_return, game_scores, opponent, learner_side)
+            writer.flush()  # everything logged up to this update is on disk with the checkpoint
             torch.save(state, checkpoint_path + ".tmp")
             os.replace(checkpoint_path + ".tmp", checkpoint_path)
             last_good = checkpoint_path
-
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int((global_step - start_step) / (time.time() - start_time))
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("charts/ent_coef", ent_coef, global_step)
-        writer.add_scalar("charts/team_spirit", tau, global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
-            last_print = time.time()
-            eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
-            print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"

@@ -1,6 +1,7 @@
 """Repository-level checks: lint, docs build, and the CI entry point's exit-code handling."""
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -46,3 +47,29 @@ def test_ci_run_exit_codes(tmp_path, pytest_exit, ci_fails):
 def test_readme_main_command_points_at_a_script():
     readme = (ROOT / "README.md").read_text()
     assert "uv run python cleanfive/ppo_lstm_selfplay.py" in readme
+
+
+SCRIPTS = sorted(p.stem for p in (ROOT / "cleanfive").glob("*.py") if p.stem not in ("__init__", "trueskill_league"))
+LINE_REF = re.compile(r"\(lines? (\d+)(?:–(\d+))?: `([^`]+)`\)")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_implementation_details_cite_the_lines_that_hold_them(name):
+    """Every numbered implementation detail of a script's docs page names a line range and a piece of code in it.
+
+    When the script changes and the code moves, this fails and says where the code is now.
+    """
+    doc = (ROOT / "docs" / f"{name}.md").read_text()
+    assert "## Implementation details" in doc, f"docs/{name}.md has no 'Implementation details' section"
+    section = doc.split("## Implementation details", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"(?m)^\d+\. \*\*.*$", section)
+    assert items, f"docs/{name}.md lists no numbered implementation details"
+    lines = (ROOT / "cleanfive" / f"{name}.py").read_text().splitlines()
+    for item in items:
+        ref = LINE_REF.search(item)
+        assert ref, f"docs/{name}.md: this detail names no `(lines A–B: `code`)`: {item[:100]}"
+        first, last, code = int(ref[1]), int(ref[2] or ref[1]), ref[3]
+        now = [i + 1 for i, line in enumerate(lines) if code in line]
+        assert code in "\n".join(lines[first - 1 : last]), (
+            f"docs/{name}.md cites lines {first}–{last} of cleanfive/{name}.py for `{code}`, which is now at {now}"
+        )
