@@ -40,10 +40,11 @@ BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead")
 # env_id -> (H, W, num_actions, stones in a row needed to win)
 _GAMES: dict[str, tuple[int, int, int, int]] = {"ConnectFour-v1": (6, 7, 7, 4), "TicTacToe-v1": (3, 3, 9, 3)}
 
-# lookahead's move preference (higher is better): centre columns for ConnectFour; centre, corners, edges for TicTacToe
+# lookahead's move weights (its safe moves are sampled in proportion): centre columns for ConnectFour; centre, corners,
+# edges for TicTacToe. Sampling, not always the top choice, keeps a fixed line of play from beating it every game.
 _PREFERENCE: dict[str, np.ndarray] = {
-    "ConnectFour-v1": np.array([0, 1, 2, 3, 2, 1, 0], dtype=np.float64),
-    "TicTacToe-v1": np.array([1, 0, 1, 0, 2, 0, 1, 0, 1], dtype=np.float64),
+    "ConnectFour-v1": np.array([1, 2, 4, 8, 4, 2, 1], dtype=np.float64),
+    "TicTacToe-v1": np.array([4, 1, 4, 1, 16, 1, 4, 1, 4], dtype=np.float64),
 }
 
 
@@ -126,9 +127,13 @@ def mover(board: np.ndarray, first_side: np.ndarray | int) -> np.ndarray:
     return np.where(n_first > n_second, 1 - first, first)
 
 
-def _sample(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Uniform choice among True entries of each row of bool (E, A); rows without any True give 0. Returns (E,)."""
-    return np.where(mask, rng.random(mask.shape), -1.0).argmax(-1)
+def _sample(mask: np.ndarray, rng: np.random.Generator, weights: np.ndarray | None = None) -> np.ndarray:
+    """A choice among True entries of each row of bool (E, A), uniform or in proportion to positive ``weights`` (A,);
+    rows without any True give 0. Returns (E,)."""
+    if weights is None:
+        return np.where(mask, rng.random(mask.shape), -1.0).argmax(-1)
+    # exponential race: argmin of Exp(1) / w_i is i with probability w_i / sum(w)
+    return np.where(mask, rng.exponential(size=mask.shape) / weights, np.inf).argmin(-1)
 
 
 def _first_nonempty(*masks: np.ndarray) -> np.ndarray:
@@ -147,8 +152,8 @@ def bot_actions(
     * ``random``: uniform legal move.
     * ``greedy``: win now if possible, else block an immediate win of the opponent, else uniform legal move.
     * ``lookahead``: like greedy, but otherwise avoid moves after which the opponent can win at once (in ConnectFour:
-      never play under the opponent's winning cell) and, among those, take the preferred ones (ConnectFour: the
-      most central columns; TicTacToe: centre, then corners, then edges), uniformly among ties.
+      never play under the opponent's winning cell) and sample among those in proportion to a preference weight
+      (ConnectFour: 1, 2, 4, 8, 4, 2, 1 from the left column to the right; TicTacToe: centre 16, corners 4, edges 1).
 
     board: int (E, H, W) in side ids, -1 empty; player: int (E,) or scalar side (0/1) to play.
     Returns int64 (E,), always legal where a legal move exists (0 on full boards).
@@ -168,9 +173,8 @@ def bot_actions(
     after = play_all(board, player, env_id).reshape(-1, *board.shape[1:])  # (E*A, H, W)
     opp_wins = winning_moves(after, np.repeat(1 - player, a), env_id).any(-1).reshape(-1, a)
     safe = _first_nonempty(legal & ~opp_wins, legal)
-    score = np.where(safe, _PREFERENCE[env_id], -np.inf)
-    best = safe & (score == score.max(-1, keepdims=True))
-    return _sample(_first_nonempty(win, block, best), rng)
+    forced = _first_nonempty(win, block, np.zeros_like(legal))
+    return np.where(forced.any(-1), _sample(forced, rng), _sample(safe, rng, _PREFERENCE[env_id]))
 
 
 class BoardTeamEnv:
