@@ -78,6 +78,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--references", "random"], "at least two"),
         (["--learning-rate", "0"], "--learning-rate"),
         (["--gae-lambda", "1.5"], "--gae-lambda"),
+        (["--policy-lag", "-1"], "--policy-lag"),
         (["--horizon-seconds", "0.5"], "--horizon-seconds"),
         (["--capture-video"], "does not render"),
         (["--resume", "no_such_checkpoint.pt"], "--resume"),
@@ -89,6 +90,28 @@ def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+
+
+def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
+    """--policy-lag 1: the checkpoint keeps the models of the last two updates, the first of them bit-equal to a run
+    that stopped after one update; acting with the stale version changes the second update's result."""
+    # no schedule depends on the run's length, so a 1-update run is a prefix of a 2-update run
+    flags = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--eval-every", "100", "--save-every", "1"]
+    flags += ["--references", "random", "greedy"]
+
+    def checkpoint(name, updates, lag):
+        (tmp_path / name).mkdir()
+        result = run(tmp_path / name, *flags, "--total-timesteps", str(256 * updates), "--policy-lag", str(lag))
+        assert result.returncode == 0, result.stderr
+        (path,) = (tmp_path / name / "runs").glob("*/checkpoint.pt")
+        return torch.load(path, weights_only=False)
+
+    one, lagged, fresh = checkpoint("one", 1, 1), checkpoint("lagged", 2, 1), checkpoint("fresh", 2, 0)
+    assert lagged["iteration"] == 2 and len(lagged["versions"]) == 2 and fresh["versions"] == []
+    for key, value in lagged["model"].items():
+        torch.testing.assert_close(lagged["versions"][1][key], value, rtol=0, atol=0)
+        torch.testing.assert_close(lagged["versions"][0][key], one["model"][key], rtol=0, atol=0)
+    assert any(not torch.equal(lagged["model"][k], fresh["model"][k]) for k in fresh["model"])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
