@@ -38,12 +38,11 @@ SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = ROOT / "docs" / "ppo_lstm_selfplay.md"
 PLOT = ROOT / "docs" / "img" / "ppo_lstm_selfplay_ablations.png"
 EVAL_LINE = re.compile(r"^eval time=([\d.]+)s global_step=(\d+) trueskill_mu=([-\d.]+) ")
-NUM_ENVS, NUM_STEPS = 64, 64  # the script's defaults: a version is num_envs x num_steps environment steps
 # group -> (label, [(value label, flags)], index of the baseline)
 GROUPS = {
     "batch": (
-        "batch size (steps per version)",
-        [(str(e * NUM_STEPS), ["--num-envs", str(e)]) for e in (32, 64, 128)],
+        "batch size (--num-envs, 64 steps each)",
+        [(str(e), ["--num-envs", str(e)]) for e in (32, 64, 128)],
         0,
     ),
     "reuse": ("sample reuse (passes per batch)", [(str(k), ["--update-epochs", str(k)]) for k in (1, 2, 4, 8)], 0),
@@ -67,20 +66,27 @@ def canonical(flags: list[str]) -> tuple[str, ...]:
     return tuple(x for k, v in pairs if DEFAULTS.get(k) != v for x in (k, v))
 
 
+def flag_value(flags: list[str], name: str, default: int) -> int:
+    """The value of ``name`` in a list of flags (the last one given), else ``default``."""
+    values = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == name]
+    return int(values[-1]) if values else default
+
+
 def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
     """Train one configuration for args.updates versions; return its TrueSkill curve (versions, mu) and wall time."""
-    envs = int(dict(zip(flags[::2], flags[1::2], strict=True)).get("--num-envs", NUM_ENVS))
-    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *flags]
-    cmd += ["--total-timesteps", str(args.updates * envs * NUM_STEPS), "--eval-every", str(args.eval_every)]
+    given = [*flags, *args.extra]
+    per_version = flag_value(given, "--num-envs", 64) * flag_value(given, "--num-steps", 64)  # the script's defaults
+    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *given]
+    cmd += ["--total-timesteps", str(args.updates * per_version), "--eval-every", str(args.eval_every)]
     name = "_".join(flag.lstrip("-") for flag in flags) or "defaults"  # runs started in one second need their own
-    cmd += ["--save-every", "0", "--exp-name", f"ablation_{name}", *args.extra]
+    cmd += ["--save-every", "0", "--exp-name", f"ablation_{name}"]
     start = time.time()
     threads = {"OMP_NUM_THREADS": "1"} if args.jobs > 1 else {}  # parallel runs: one torch thread each
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **threads})
     if result.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
     evals = [EVAL_LINE.match(line) for line in result.stdout.splitlines()]
-    curve = [(int(m[2]) // (envs * NUM_STEPS), float(m[3])) for m in evals if m]
+    curve = [(int(m[2]) // per_version, float(m[3])) for m in evals if m]
     print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {curve[-1][1]:.2f}", flush=True)
     return {"versions": [v for v, _ in curve], "mu": [mu for _, mu in curve], "wall": time.time() - start}
 
