@@ -79,6 +79,8 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--learning-rate", "0"], "--learning-rate"),
         (["--gae-lambda", "1.5"], "--gae-lambda"),
         (["--policy-lag", "-1"], "--policy-lag"),
+        (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
+        (["--score-weights", "win=much"], "name=number"),
         (["--horizon-seconds", "0.5"], "--horizon-seconds"),
         (["--capture-video"], "does not render"),
         (["--resume", "no_such_checkpoint.pt"], "--resume"),
@@ -112,6 +114,26 @@ def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
         torch.testing.assert_close(lagged["versions"][1][key], value, rtol=0, atol=0)
         torch.testing.assert_close(lagged["versions"][0][key], one["model"][key], rtol=0, atol=0)
     assert any(not torch.equal(lagged["model"][k], fresh["model"][k]) for k in fresh["model"])
+
+
+def test_score_weights_override_the_worlds_weights(tmp_path):
+    """--score-weights win=1 (Connect Four's default) trains bit-identically to no override; win=0.5 does not."""
+    flags = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy"]
+
+    def model(name, *more):
+        (tmp_path / name).mkdir()
+        result = run(tmp_path / name, *flags, "--save-model", *more)
+        assert result.returncode == 0, result.stderr
+        (path,) = (tmp_path / name / "runs").glob("*/ppo_lstm_selfplay.cleanfive_model")
+        return torch.load(path, weights_only=False)["model"]
+
+    default, same, half = (
+        model("default"),
+        model("same", "--score-weights", "win=1"),
+        model("half", "--score-weights", "win=0.5"),
+    )
+    assert all(torch.equal(default[k], same[k]) for k in default)
+    assert not all(torch.equal(default[k], half[k]) for k in default)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
