@@ -14,14 +14,15 @@ between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot g
 import argparse
 import datetime
 import multiprocessing
-import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from provenance import code_version, machine, write_block
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.moba import MOBA_ENV_IDS, bot_actions, make_moba
 
@@ -29,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "moba.md"
 FRAME = ROOT / "docs" / "img" / "moba_frame.png"
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
-PROGRESS = re.compile(r"^iteration (\d+)/(\d+) global_step=\d+ SPS=(\d+)")
 BEGIN, END = "<!-- BENCHMARK:moba_speed -->", "<!-- /BENCHMARK:moba_speed -->"
 
 
@@ -57,19 +57,18 @@ def _measure_star(args: tuple) -> tuple[float, float, int]:
 
 
 def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
-    """Environment steps per second of ppo_lstm_selfplay.py at its defaults (64 games), from the last progress line
-    printed before the final update (whose TrueSkill evaluation is not training)."""
-    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--seed", str(seed)]
+    """Environment steps per second of ppo_lstm_selfplay.py at its defaults (64 games) up to its next-to-last update
+    (`charts/SPS` in TensorBoard; the last update also runs a TrueSkill evaluation, which is not training)."""
+    cmd = [sys.executable, str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--seed", str(seed)]
     cmd += ["--total-timesteps", str(updates * 64 * 64), "--eval-every", str(updates), "--reference-games", "2"]
-    cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0"]
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    progress = [m for m in map(PROGRESS.match, result.stdout.splitlines()) if m and m[1] != m[2]]
-    if result.returncode != 0 or not progress:
-        sys.exit(
-            f"training run failed or printed no progress before its last update: {' '.join(cmd)}\n"
-            f"{result.stderr[-2000:]}"
-        )
-    return float(progress[-1][3])
+    cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0", "--quiet"]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"training run failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
+        events = EventAccumulator(str(next(Path(tmp).glob("runs/*"))), size_guidance={"scalars": 0})
+        events.Reload()
+        return events.Scalars("charts/SPS")[-2].value
 
 
 def save_frame(env_id: str, steps: int) -> None:
@@ -99,7 +98,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(ROOT)}")
     parser.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
-    parser.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none)")
+    parser.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
     args = parser.parse_args()
 

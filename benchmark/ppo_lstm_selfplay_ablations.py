@@ -127,7 +127,8 @@ def main() -> None:
         "",
         f"Command: `{command}`. {len(args.seeds)} seeds per configuration, {args.updates} versions each. Cells: "
         "speedup(T) against the group's baseline (b), mean ± std over the seeds where both runs reached T, with "
-        "how many did; — where none did. Final μ: mean ± std of the last evaluation.",
+        "how many did (— where none did), and the seeds where only one of the two reached T. Final μ: mean ± "
+        "std of the last evaluation.",
         "",
         "| ablation | value | " + " | ".join(f"speedup(T = {t:g})" for t in args.thresholds) + " | final μ |",
         "|---|---|" + "---|" * (len(args.thresholds) + 1),
@@ -141,8 +142,11 @@ def main() -> None:
                 for seed in args.seeds:
                     b, e = curves[(canonical(values[base][1]), seed)], curves[(canonical(flags), seed)]
                     ratios.append(speedup((b["versions"], b["mu"]), (e["versions"], e["mu"]), t))
-                ok = np.array([r for r in ratios if np.isfinite(r)])
-                cells.append(f"{ok.mean():.2f} ± {ok.std():.2f} ({ok.size}/{len(ratios)})" if ok.size else "—")
+                ok = np.array([r for r in ratios if 0 < r < np.inf])  # both reached T
+                missed, beyond = sum(r == 0 for r in ratios), sum(r == np.inf for r in ratios)  # only one reached T
+                cell = f"{ok.mean():.2f} ± {ok.std():.2f} ({ok.size}/{len(ratios)})" if ok.size else "—"
+                cell += f", {missed} never reached T" if missed else ""
+                cells.append(cell + (f", {beyond} reached T and the baseline not" if beyond else ""))
             final = [curves[(canonical(flags), seed)]["mu"][-1] for seed in args.seeds]
             value = f"{name} (b)" if i == base else name
             lines.append(

@@ -600,6 +600,8 @@ if __name__ == "__main__":
         try:
             score_weights[component] = float(value)
         except ValueError:
+            score_weights[component] = float("nan")
+        if not np.isfinite(score_weights[component]):
             usage_error(f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))

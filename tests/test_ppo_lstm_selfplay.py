@@ -81,6 +81,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--policy-lag", "-1"], "--policy-lag"),
         (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
         (["--score-weights", "win=much"], "name=number"),
+        (["--score-weights", "win=inf"], "name=number"),
         (["--horizon-seconds", "0.5"], "--horizon-seconds"),
         (["--capture-video"], "does not render"),
         (["--resume", "no_such_checkpoint.pt"], "--resume"),
@@ -95,25 +96,30 @@ def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
 
 
 def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
-    """--policy-lag 1: the checkpoint keeps the models of the last two updates, the first of them bit-equal to a run
-    that stopped after one update; acting with the stale version changes the second update's result."""
-    # no schedule depends on the run's length, so a 1-update run is a prefix of a 2-update run
+    """--policy-lag K: the checkpoint keeps the models of the last K + 1 updates, bit-equal to those of shorter runs
+    (no schedule depends on the run's length, so a shorter run is a prefix of a longer one), and update 3 acts with
+    version 3 - K: lags 1 and 2 agree through update 2 (both act with version 0) and differ after update 3."""
     flags = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--eval-every", "100", "--save-every", "1"]
     flags += ["--references", "random", "greedy"]
 
-    def checkpoint(name, updates, lag):
-        (tmp_path / name).mkdir()
-        result = run(tmp_path / name, *flags, "--total-timesteps", str(256 * updates), "--policy-lag", str(lag))
+    def checkpoint(updates, lag):
+        (tmp_path / f"{updates}_{lag}").mkdir()
+        result = run(
+            tmp_path / f"{updates}_{lag}", *flags, "--total-timesteps", str(256 * updates), "--policy-lag", str(lag)
+        )
         assert result.returncode == 0, result.stderr
-        (path,) = (tmp_path / name / "runs").glob("*/checkpoint.pt")
+        (path,) = (tmp_path / f"{updates}_{lag}" / "runs").glob("*/checkpoint.pt")
         return torch.load(path, weights_only=False)
 
-    one, lagged, fresh = checkpoint("one", 1, 1), checkpoint("lagged", 2, 1), checkpoint("fresh", 2, 0)
-    assert lagged["iteration"] == 2 and len(lagged["versions"]) == 2 and fresh["versions"] == []
-    for key, value in lagged["model"].items():
-        torch.testing.assert_close(lagged["versions"][1][key], value, rtol=0, atol=0)
-        torch.testing.assert_close(lagged["versions"][0][key], one["model"][key], rtol=0, atol=0)
-    assert any(not torch.equal(lagged["model"][k], fresh["model"][k]) for k in fresh["model"])
+    def equal(a, b):
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    two, lag1, lag2 = checkpoint(2, 1), checkpoint(3, 1), checkpoint(3, 2)
+    assert [len(c["versions"]) for c in (two, lag1, lag2)] == [2, 2, 3]
+    assert equal(two["versions"][1], two["model"]) and equal(lag1["versions"][1], lag1["model"])
+    assert equal(lag1["versions"][0], two["model"]) and equal(lag2["versions"][2], two["model"])
+    assert equal(lag2["versions"][1], two["versions"][0])  # version 1 of both runs
+    assert not equal(lag1["model"], lag2["model"])  # update 3 acted with version 1 (lag 1) or version 0 (lag 2)
 
 
 def test_score_weights_override_the_worlds_weights(tmp_path):
