@@ -3,7 +3,9 @@
 For each batch size E, steps E games with uniformly random legal actions for every hero for a fixed wall-clock
 budget and reports hero-steps per second (E x 2 sides x N heroes per step): once counting ``env.step`` only, once
 including the drawing of the random actions. With ``--processes P``, P independent processes each run the batch
-and their throughputs are summed (the game itself is single-threaded NumPy). Writes the table into docs/moba.md
+and their throughputs are summed (the game itself is single-threaded NumPy). Then, unless ``--train-updates 0``,
+runs cleanfive/ppo_lstm_selfplay.py at its defaults on the same world (E = 64 games) for that many updates and
+reports its end-to-end training throughput beside the game-only figure. Writes the table into docs/moba.md
 between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot game to docs/img/moba_frame.png.
 
     uv run --all-extras python benchmark/moba_speed.py --batch-sizes 64 256 1024 4096 --seconds 10 --frame
@@ -12,18 +14,22 @@ between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot g
 import argparse
 import datetime
 import multiprocessing
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from provenance import code_version, machine, write_block
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.moba import MOBA_ENV_IDS, bot_actions, make_moba
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "moba.md"
 FRAME = ROOT / "docs" / "img" / "moba_frame.png"
+SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 BEGIN, END = "<!-- BENCHMARK:moba_speed -->", "<!-- /BENCHMARK:moba_speed -->"
 
 
@@ -48,6 +54,21 @@ def measure(env_id: str, num_envs: int, num_heroes: int, seconds: float, seed: i
 
 def _measure_star(args: tuple) -> tuple[float, float, int]:
     return measure(*args)
+
+
+def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
+    """Environment steps per second of ppo_lstm_selfplay.py at its defaults (64 games) up to its next-to-last update
+    (`charts/SPS` in TensorBoard; the last update also runs a TrueSkill evaluation, which is not training)."""
+    cmd = [sys.executable, str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--seed", str(seed)]
+    cmd += ["--total-timesteps", str(updates * 64 * 64), "--eval-every", str(updates), "--reference-games", "2"]
+    cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0", "--quiet"]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"training run failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
+        events = EventAccumulator(str(next(Path(tmp).glob("runs/*"))), size_guidance={"scalars": 0})
+        events.Reload()
+        return events.Scalars("charts/SPS")[-2].value
 
 
 def save_frame(env_id: str, steps: int) -> None:
@@ -77,6 +98,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(ROOT)}")
     parser.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
+    parser.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
     args = parser.parse_args()
 
@@ -109,6 +131,16 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {e} | {s} | {g:,.0f} | {w:,.0f} |" for e, s, g, w in rows]
+    if args.train_updates:
+        train = train_sps(args.env_id, args.num_heroes, args.train_updates, args.seed) * 2 * args.num_heroes
+        game = {e: g / args.processes for e, _, g, _ in rows}  # per process: training runs in one
+        ratio = f"{train / game[64]:.3f} of one process's game-only speed at E = 64" if 64 in game else ""
+        lines += [
+            "",
+            f"End to end: `cleanfive/ppo_lstm_selfplay.py --env-id {args.env_id} --num-heroes {args.num_heroes}` at "
+            f"its defaults (E = 64 games, 64-step segments, hidden size 256, one process) trained at "
+            f"**{train:,.0f} hero-steps/s** over {args.train_updates} updates" + (f" ({ratio})." if ratio else "."),
+        ]
     table = "\n".join(lines)
     print(table)
     if args.frame:

@@ -100,6 +100,8 @@ class Args:
     """divide rewards by a running estimate of the standard deviation of the discounted return"""
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
+    score_weights: tuple[str, ...] = ()
+    """overrides of the world's `DEFAULT_SCORE_WEIGHTS` as name=value, e.g. `wrong_lane=0 deaths=-0.5`"""
     zero_sum: bool = True
     """subtract the mean reward of the enemy heroes from each hero's reward"""
     team_spirit_start: float = 0.3
@@ -590,6 +592,17 @@ if __name__ == "__main__":
         usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     if len(set(references)) < 2:
         usage_error("--references needs at least two different bots: they are rated by games among themselves")
+    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
+    for item in args.score_weights:
+        component, _, value = item.partition("=")
+        if component not in score_weights:
+            usage_error(f"--score-weights {item}: {args.env_id}'s components are {', '.join(envs.score_names)}")
+        try:
+            score_weights[component] = float(value)
+        except ValueError:
+            score_weights[component] = float("nan")
+        if not np.isfinite(score_weights[component]):
+            usage_error(f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
@@ -624,7 +637,7 @@ if __name__ == "__main__":
 
     # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
     obs_shape = envs.obs_shape
-    weights = np.array([envs.DEFAULT_SCORE_WEIGHTS[name] for name in envs.score_names], dtype=np.float32)
+    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
     unoperated = unoperated.to(device).eval()

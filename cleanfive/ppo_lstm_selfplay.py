@@ -94,6 +94,8 @@ class Args:
     """OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+    policy_lag: int = 0
+    """staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)"""
     hidden_size: int = 256
     """width of the MLP encoder and of the LSTM"""
     norm_obs: bool = True
@@ -102,6 +104,8 @@ class Args:
     """divide rewards by a running estimate of the standard deviation of the discounted return"""
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
+    score_weights: tuple[str, ...] = ()
+    """overrides of the world's `DEFAULT_SCORE_WEIGHTS` as name=value, e.g. `wrong_lane=0 deaths=-0.5`"""
     zero_sum: bool = True
     """subtract the mean reward of the enemy heroes from each hero's reward"""
     team_spirit_start: float = 0.3
@@ -332,6 +336,7 @@ if __name__ == "__main__":
         ("num-minibatches", args.num_minibatches > 0, "> 0"),
         ("update-epochs", args.update_epochs > 0, "> 0"),
         ("clip-coef", args.clip_coef > 0, "> 0"),
+        ("policy-lag", args.policy_lag >= 0, ">= 0"),
         ("hidden-size", args.hidden_size >= 4, ">= 4"),
         ("team-spirit-start", 0 <= args.team_spirit_start <= 1, "in [0, 1]"),
         ("team-spirit-end", 0 <= args.team_spirit_end <= 1, "in [0, 1]"),
@@ -370,6 +375,17 @@ if __name__ == "__main__":
         usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     if len(set(references)) < 2:
         usage_error("--references needs at least two different bots: they are rated by games among themselves")
+    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
+    for item in args.score_weights:
+        component, _, value = item.partition("=")
+        if component not in score_weights:
+            usage_error(f"--score-weights {item}: {args.env_id}'s components are {', '.join(envs.score_names)}")
+        try:
+            score_weights[component] = float(value)
+        except ValueError:
+            score_weights[component] = float("nan")
+        if not np.isfinite(score_weights[component]):
+            usage_error(f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
@@ -405,13 +421,16 @@ if __name__ == "__main__":
     # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
     obs_shape = envs.obs_shape
     obs_size = int(np.prod(obs_shape))
-    weights = np.array([envs.DEFAULT_SCORE_WEIGHTS[name] for name in envs.score_names], dtype=np.float32)
+    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
     agent = Agent(obs_size, A, N, args.hidden_size).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
     grad_steps = 0
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
+    actor = copy.deepcopy(agent) if args.policy_lag else agent
 
     # the fixed reference pool, rated once by games among the references, the first pinned at mu = 0 (Appendix J)
     if checkpoint is None:
@@ -491,6 +510,7 @@ if __name__ == "__main__":
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
+        versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint.get("versions", [])]
         return_mean, return_var, return_count = checkpoint["return_moments"]
         evaluator.load_state_dict(checkpoint["evaluator"])
         pool.load_state_dict(checkpoint["pool"])
@@ -517,6 +537,8 @@ if __name__ == "__main__":
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
         finished = []  # rows of (opponent, learner outcome, game length, team scores...) of games ended in this rollout
+        if args.policy_lag:
+            actor.load_state_dict(versions[0])
 
         for step in range(0, args.num_steps):
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
@@ -532,7 +554,7 @@ if __name__ == "__main__":
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 prev_state = next_lstm_state
-                action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
+                action, logprob, _, value, next_lstm_state = actor.get_action_and_value(
                     next_obs, prev_state, next_done, next_mask
                 )
                 values[step] = value.flatten()
@@ -598,7 +620,7 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
+            next_value = actor.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
             advantages = torch.zeros_like(rewards).to(device)
             lastgaelam = 0
             for t in reversed(range(args.num_steps)):
@@ -698,6 +720,8 @@ if __name__ == "__main__":
 
         if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from this rollout's learner rows
             agent.update_obs_stats(obs[learner.bool()])
+        if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
+            versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
         # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
         with torch.no_grad():
@@ -771,6 +795,7 @@ if __name__ == "__main__":
                 "optimizer": optimizer.state_dict(),
                 "grad_sq": grad_sq,
                 "grad_steps": grad_steps,
+                "versions": versions,
                 "return_moments": (return_mean, return_var, return_count),
                 "evaluator": evaluator.state_dict(),
                 "pool": pool.state_dict(),

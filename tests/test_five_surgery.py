@@ -300,6 +300,7 @@ def test_learning_rate_zero_leaves_every_parameter_unchanged(tmp_path, v0_model)
         (["--checkpoint", "{model}", "--env-id", "Moba5v5-v0", "--add-inputs"], "--add-inputs"),
         (["--checkpoint", "{model}", "--add-actions", "--fold-inputs", "19"], "--fold-inputs"),  # game time varies
         (["--checkpoint", "{model}", "--add-actions", "--widen-lstm", "-1"], "--widen-lstm"),
+        (["--checkpoint", "{model}", "--add-actions", "--score-weights", "gold"], "name=number"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(tmp_path, v0_model, flags, says):

@@ -78,6 +78,10 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--references", "random"], "at least two"),
         (["--learning-rate", "0"], "--learning-rate"),
         (["--gae-lambda", "1.5"], "--gae-lambda"),
+        (["--policy-lag", "-1"], "--policy-lag"),
+        (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
+        (["--score-weights", "win=much"], "name=number"),
+        (["--score-weights", "win=inf"], "name=number"),
         (["--horizon-seconds", "0.5"], "--horizon-seconds"),
         (["--capture-video"], "does not render"),
         (["--resume", "no_such_checkpoint.pt"], "--resume"),
@@ -89,6 +93,53 @@ def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+
+
+def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
+    """--policy-lag K: the checkpoint keeps the models of the last K + 1 updates, bit-equal to those of shorter runs
+    (no schedule depends on the run's length, so a shorter run is a prefix of a longer one), and update 3 acts with
+    version 3 - K: lags 1 and 2 agree through update 2 (both act with version 0) and differ after update 3."""
+    flags = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--eval-every", "100", "--save-every", "1"]
+    flags += ["--references", "random", "greedy"]
+
+    def checkpoint(updates, lag):
+        (tmp_path / f"{updates}_{lag}").mkdir()
+        result = run(
+            tmp_path / f"{updates}_{lag}", *flags, "--total-timesteps", str(256 * updates), "--policy-lag", str(lag)
+        )
+        assert result.returncode == 0, result.stderr
+        (path,) = (tmp_path / f"{updates}_{lag}" / "runs").glob("*/checkpoint.pt")
+        return torch.load(path, weights_only=False)
+
+    def equal(a, b):
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    two, lag1, lag2 = checkpoint(2, 1), checkpoint(3, 1), checkpoint(3, 2)
+    assert [len(c["versions"]) for c in (two, lag1, lag2)] == [2, 2, 3]
+    assert equal(two["versions"][1], two["model"]) and equal(lag1["versions"][1], lag1["model"])
+    assert equal(lag1["versions"][0], two["model"]) and equal(lag2["versions"][2], two["model"])
+    assert equal(lag2["versions"][1], two["versions"][0])  # version 1 of both runs
+    assert not equal(lag1["model"], lag2["model"])  # update 3 acted with version 1 (lag 1) or version 0 (lag 2)
+
+
+def test_score_weights_override_the_worlds_weights(tmp_path):
+    """--score-weights win=1 (Connect Four's default) trains bit-identically to no override; win=0.5 does not."""
+    flags = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy"]
+
+    def model(name, *more):
+        (tmp_path / name).mkdir()
+        result = run(tmp_path / name, *flags, "--save-model", *more)
+        assert result.returncode == 0, result.stderr
+        (path,) = (tmp_path / name / "runs").glob("*/ppo_lstm_selfplay.cleanfive_model")
+        return torch.load(path, weights_only=False)["model"]
+
+    default, same, half = (
+        model("default"),
+        model("same", "--score-weights", "win=1"),
+        model("half", "--score-weights", "win=0.5"),
+    )
+    assert all(torch.equal(default[k], same[k]) for k in default)
+    assert not all(torch.equal(default[k], half[k]) for k in default)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ SCRIPTS = {
         extra=("vmas", "vmas", ("--env-id", "VmasFootball-v0", "--num-heroes", "2")),
         bad_split=("--num-minibatches", "3"),
         out_of_range=(("--learning-rate", "0"), ("--gae-lambda", "1.5")),
-        resume=("--total-timesteps", "1280"),
+        resume=("--total-timesteps", "1280", "--policy-lag", "2"),  # the lag's saved versions must resume too
         updates=10,
         resume_check="bit-identical",  # the lane world saves its state
         # finite after update 1, overflowing at update 2: a narrow window (1e17 never overflows, 3e18 at update 1)
