@@ -101,6 +101,8 @@ def main() -> None:
     parser.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
     args = parser.parse_args()
+    if args.train_updates == 1 or args.train_updates < 0:
+        parser.error("--train-updates must be 0 (no training run) or >= 2 (the last update also evaluates)")
 
     started = datetime.datetime.now(datetime.UTC)
     rows = []
