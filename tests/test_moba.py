@@ -1,6 +1,7 @@
 """Rules of the built-in lane game (cleanfive/envs/moba.py), checked on situations built by setting its state."""
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -417,6 +418,21 @@ def test_fuzz_random_and_illegal_actions(env_id):
         assert (env.hp[env.alive] > 0).all()
         assert ((env.x >= 0) & (env.x <= moba.MAP_SIZE) & (env.y >= 0) & (env.y <= moba.MAP_SIZE)).all()
     assert games >= 8  # random games reach the time cap
+
+
+def test_docs_weight_table_matches_the_code():
+    """docs/moba.md's score table: every component, with Table 6's weight and the default here as in the code."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "moba.md").read_text()
+    number = lambda cell: float(cell.strip("* ").replace("−", "-"))  # noqa: E731
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 5 and cells[0].strip("`") in SCORE_NAMES:
+            rows[cells[0].strip("`")] = (number(cells[3]), number(cells[4]), cells[4].startswith("**"))
+    assert set(rows) == set(SCORE_NAMES)
+    for name, (table6, here, bold) in rows.items():
+        assert here == DEFAULT_SCORE_WEIGHTS[name], name
+        assert bold == (here != table6), f"{name}: a departure from Table 6 is bold, and only one"
 
 
 def test_wrong_lane_seconds():

@@ -172,7 +172,7 @@ def action_names(version: int) -> tuple[str, ...]:
     return tuple(names + ["heal"] * (version >= 1))
 
 
-# ---- scores: per-hero component deltas; weights from the paper's Table 6 (see docs/moba.md for the mapping) ----
+# ---- scores: per-hero component deltas; weights from the paper's Table 6, scaled to the miniature (docs/moba.md) ----
 SCORE_NAMES: tuple[str, ...] = (
     "xp",  # XP gained
     "gold",  # gold gained (spending loses nothing)
@@ -196,12 +196,12 @@ DEFAULT_SCORE_WEIGHTS: dict[str, float] = {
     "denies": 0.15,
     "kills": -0.6,
     "deaths": -1.0,
-    "tower1": 2.25,
-    "tower2": 3.0,
-    "ancient_hp": 5.0,
-    "megas": 4.0,
-    "wrong_lane": -0.15,
-    "win": 5.0,
+    "tower1": 9.0,  # the objectives: Table 6 x 4 (the miniature has a sixth of Dota's buildings)
+    "tower2": 12.0,
+    "ancient_hp": 20.0,
+    "megas": 16.0,
+    "wrong_lane": 0.0,  # Table 6: -0.15; off, it taught passive play (docs/moba.md)
+    "win": 20.0,
 }
 _S = {name: i for i, name in enumerate(SCORE_NAMES)}
 
