@@ -159,8 +159,9 @@ def main() -> None:
         finals = [played[s][-1] if played[s] else np.nan for s in args.seeds]
         best = [max(played[s]) if played[s] else np.nan for s in args.seeds]
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"
-        lines.append(f"| final {label} | " + " | ".join(f"{v:.2f}" for v in finals) + f" | {fmt(finals, digits=2)} |")
-        lines.append(f"| best {label} | " + " | ".join(f"{v:.2f}" for v in best) + f" | {fmt(best, digits=2)} |")
+        for kind, values in [("final", finals), ("best", best)]:  # "—": never played (never within 10 points)
+            cells = " | ".join("—" if np.isnan(v) else f"{v:.2f}" for v in values)
+            lines.append(f"| {kind} {label} | {cells} | {fmt(values, digits=2)} |")
     for label, values in [
         ("environment steps per second", [r[-1]["step"] / r[-1]["time"] if r else np.nan for r in runs.values()]),
         ("CPU minutes used", [r[-1]["cpu"] / 60 if r else np.nan for r in runs.values()]),

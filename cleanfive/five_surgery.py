@@ -182,6 +182,12 @@ def usage_error(message: str) -> None:
     sys.exit(2)
 
 
+def numerical_fault_line(iteration: int, last_good: str | None) -> str:
+    """The one line a diverged run stops with (exit code 1), naming the last checkpoint written before the fault."""
+    good = last_good or "none (use --save-every)"
+    return f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}"
+
+
 def update_moments(mean, var, count, batch):
     """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula."""
     batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
@@ -267,6 +273,8 @@ class Agent(nn.Module):
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
         probs = torch.distributions.Categorical(logits=logits, validate_args=False)  # faults: see the NaN check
         if action is None:
+            if not probs.logits.isfinite().all():  # a diverged network can first show here, on new observations
+                raise FloatingPointError("non-finite policy logits")
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
@@ -783,6 +791,14 @@ if __name__ == "__main__":
     game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
 
     start_iteration, checkpoint_path, last_good = 0, f"runs/{run_name}/checkpoint.pt", args.resume
+
+    def numerical_fault_hook(kind, error, traceback):
+        """A network that diverged can first show when it samples (rollout or evaluation): the same one line."""
+        if not issubclass(kind, FloatingPointError):
+            return sys.__excepthook__(kind, error, traceback)
+        print(numerical_fault_line(globals().get("iteration", start_iteration), last_good), file=sys.stderr)
+
+    sys.excepthook = numerical_fault_hook
     if checkpoint is not None:  # everything that decides what comes next, as it was after update `iteration`
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
         agent.load_state_dict(checkpoint["model"])
@@ -1004,11 +1020,7 @@ if __name__ == "__main__":
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
         if not finite:
-            print(
-                f"error: non-finite loss or parameters at update {iteration}; stopped. "
-                f"Last good checkpoint: {last_good or 'none (use --save-every)'}",
-                file=sys.stderr,
-            )
+            print(numerical_fault_line(iteration, last_good), file=sys.stderr)
             sys.exit(1)
 
         y_pred, y_true = b_values.flatten(), b_returns.flatten()

@@ -206,6 +206,26 @@ def test_update_moments_equals_mean_and_variance_of_all_rows(script):
     np.testing.assert_allclose(var.numpy(), rows.var(0), rtol=1e-6)
 
 
+def test_sampling_from_a_diverged_network_raises_floating_point_error(script):
+    """Finite weights whose logits overflow float32: sampling raises FloatingPointError (the script turns it into its
+    one-line numerical-fault stop) instead of torch's traceback about the probabilities; a healthy network samples."""
+    torch.manual_seed(0)
+    N, obs_size = 1, 6
+    agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
+    state = (torch.zeros(1, 2 * N, 16), torch.zeros(1, 2 * N, 16))
+    x, done, mask = torch.randn(2 * N, obs_size), torch.zeros(2 * N), torch.ones(2 * N, 4, dtype=torch.bool)
+    agent.get_action_and_value(x, state, done, mask)
+    with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
+        hidden, _ = agent.get_states(x, state, done)
+        agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
+    with pytest.raises(FloatingPointError):
+        agent.get_action_and_value(x, state, done, mask)
+    line = script.numerical_fault_line(7, "runs/r/checkpoint.pt")
+    assert line == (
+        "error: non-finite loss or parameters at update 7; stopped. Last good checkpoint: runs/r/checkpoint.pt"
+    )
+
+
 def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     torch.manual_seed(0)
     N, obs_size = 3, 6

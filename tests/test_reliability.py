@@ -541,9 +541,9 @@ def test_numerical_fault_stops_with_one_line_and_keeps_the_last_good_checkpoint(
     line = one_error_line(result)
     assert line is not None and FAULT.match(line), result.stderr[-3000:]
     update, path = FAULT.match(line).groups()
-    assert int(update) == 2, line
-    checkpoint = load(tmp / path)  # the checkpoint of update 1, not overwritten by the faulty update
-    assert checkpoint["iteration"] == 1
+    assert int(update) >= 2, line  # the learning rate is set so that the first update survives
+    checkpoint = load(tmp / path)  # with --save-every 1: the update before the faulty one, not overwritten by it
+    assert checkpoint["iteration"] == int(update) - 1
     assert all(t.isfinite().all() for t in checkpoint["model"].values() if t.is_floating_point())
 
 
