@@ -44,6 +44,12 @@ WORLDS = {
         "block": "moba",
         "world": "cleanfive/envs/moba.py",
     },
+    "VmasFootball-v0": {  # a goal ends the game, so a win is a goal scored first (draw: no goal in 500 steps)
+        "references": ["random", "chase"],
+        "targets": [("random", 0.5), ("chase", 0.5)],
+        "block": "football",
+        "world": "cleanfive/envs/football.py",
+    },
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
