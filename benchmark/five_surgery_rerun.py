@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
+from provenance import code_version, machine, over_seeds, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -70,16 +70,6 @@ def run(label: str, script: Path, flags: list[str]) -> dict:
 def first_reach(evals: list[dict], target: float) -> tuple[float, float]:
     """(steps, wall seconds) of the first evaluation with mu >= target, or (nan, nan)."""
     return next(((e["step"], e["time"]) for e in evals if e["mu"] >= target), (np.nan, np.nan))
-
-
-def fmt(values: list[float]) -> str:
-    """mean ± std (3 significant digits) over the seeds that have a value, with how many do."""
-    arr = np.array(values, dtype=float)
-    ok = arr[np.isfinite(arr)]
-    if ok.size == 0:
-        return f"not reached (0/{arr.size})"
-    spread = f" ± {ok.std():.3g}" if ok.size > 1 else ""
-    return f"{ok.mean():.3g}{spread} ({ok.size}/{arr.size} seeds)"
 
 
 def main() -> None:
@@ -162,7 +152,7 @@ def main() -> None:
     ]
     for key, label in labels:
         cells = " | ".join("—" if not np.isfinite(v) else f"{v:.3g}" for v in rows[key])
-        lines.append(f"| {label} | {cells} | {fmt(rows[key])} |")
+        lines.append(f"| {label} | {cells} | {over_seeds(rows[key], '.3g')} |")
     table = "\n".join(lines)
     print(table)
 

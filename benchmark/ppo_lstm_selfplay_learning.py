@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
+from provenance import code_version, machine, over_seeds, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -97,16 +97,6 @@ def first_reach(rows: list[dict], key: str, threshold: float) -> tuple[float, fl
     return np.nan, np.nan, np.nan
 
 
-def fmt(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
-    """mean ± std over seeds, with how many seeds reached it."""
-    arr = np.array(values, dtype=float) / scale
-    ok = arr[~np.isnan(arr)]
-    if ok.size == 0:
-        return f"not reached (0/{arr.size})"
-    spread = f" ± {ok.std():.{digits}f}" if ok.size > 1 else ""
-    return f"{ok.mean():.{digits}f}{spread} ({ok.size}/{arr.size} seeds)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
@@ -158,7 +148,7 @@ def main() -> None:
             lines.append(
                 f"| first win rate ≥ {threshold:.0%} vs `{key}` ({unit}) | "
                 + " | ".join("—" if np.isnan(c) else f"{c / scale:.2f}" for c in cells)
-                + f" | {fmt(cells, scale, 2)} |"
+                + f" | {over_seeds(cells, '.2f', scale)} |"
             )
     for key in ["mu", *references]:
         played = {s: [r[key] for r in runs[s] if key in r] for s in args.seeds}
@@ -167,7 +157,7 @@ def main() -> None:
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"
         for kind, values in [("final", finals), ("best", best)]:  # "—": never played (never within 10 points)
             cells = " | ".join("—" if np.isnan(v) else f"{v:.2f}" for v in values)
-            lines.append(f"| {kind} {label} | {cells} | {fmt(values, digits=2)} |")
+            lines.append(f"| {kind} {label} | {cells} | {over_seeds(values, '.2f')} |")
     for label, values in [
         ("environment steps per second", [r[-1]["step"] / r[-1]["time"] if r else np.nan for r in runs.values()]),
         ("CPU minutes used", [r[-1]["cpu"] / 60 if r else np.nan for r in runs.values()]),

@@ -1,4 +1,5 @@
-"""What every benchmark states beside its table: the code measured, the machine, and where the table goes.
+"""What every benchmark states beside its table: the code measured, the machine, the spread over seeds, and where the
+table goes.
 
 Imported by the scripts in this folder (run as ``python benchmark/<name>.py``, which puts this folder on the path).
 """
@@ -7,6 +8,8 @@ import os
 import platform
 import subprocess
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +26,16 @@ def machine() -> str:
     return (
         f"{platform.platform()} ({platform.machine()}), {os.cpu_count()} CPU cores, Python {platform.python_version()}"
     )
+
+
+def over_seeds(values: list[float], spec: str = ".1f", scale: float = 1.0) -> str:
+    """mean ± std of ``values / scale`` over the seeds with a finite value (format ``spec``), and how many had one."""
+    arr = np.array(values, dtype=float) / scale
+    ok = arr[np.isfinite(arr)]
+    if ok.size == 0:
+        return f"not reached (0/{arr.size})"
+    spread = f" ± {ok.std():{spec}}" if ok.size > 1 else ""
+    return f"{ok.mean():{spec}}{spread} ({ok.size}/{arr.size} seeds)"
 
 
 def write_block(doc: Path, begin: str, end: str, text: str) -> None:

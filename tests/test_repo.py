@@ -73,3 +73,23 @@ def test_implementation_details_cite_the_lines_that_hold_them(name):
         assert code in "\n".join(lines[first - 1 : last]), (
             f"docs/{name}.md cites lines {first}–{last} of cleanfive/{name}.py for `{code}`, which is now at {now}"
         )
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "benchmark").glob("*.py") if p.name != "provenance.py"))
+def test_benchmark_scripts_import_and_parse_their_flags(name):
+    """Every benchmark still imports (provenance helpers, the script's own imports) and answers --help."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark" / name), "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "usage:" in result.stdout
+
+
+def test_over_seeds_spread_counts_only_seeds_with_a_value():
+    sys.path.insert(0, str(ROOT / "benchmark"))
+    from provenance import over_seeds
+
+    assert over_seeds([1.0, float("nan"), 3.0], ".2f") == "2.00 ± 1.00 (2/3 seeds)"  # std of {1, 3} is 1
+    assert over_seeds([120.0, float("inf"), 240.0], ".1f", scale=60) == "3.0 ± 1.0 (2/3 seeds)"
+    assert over_seeds([5.0], ".3g") == "5 (1/1 seeds)"
+    assert over_seeds([float("nan"), float("nan")]) == "not reached (0/2)"
