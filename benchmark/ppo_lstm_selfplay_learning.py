@@ -61,16 +61,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_seed(
-    env_id: str, seed: int, minutes: float, threads: int | None, extra: list[str]
+    env_id: str, seed: int, minutes: float, clock: str, threads: int | None, extra: list[str]
 ) -> tuple[list[dict], dict[str, float]]:
-    """Run one seed for `minutes` of wall time; return its evaluations (time, CPU time, step, mu, win rates) and
-    the references' ratings it printed at start."""
+    """Run one seed for `minutes` of wall time (or of its own CPU time, when `clock` is "cpu"); return its
+    evaluations (time, CPU time, step, mu, win rates) and the references' ratings it printed at start."""
     cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", env_id, "--seed", str(seed), "--save-every", "0", *extra]
     env = os.environ | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
     print("$", " ".join(cmd), flush=True)
     rows, ratings = [], {}
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env) as proc:
-        deadline = time.time() + minutes * 60
+        start = time.time()
         try:
             for line in proc.stdout:
                 if line.startswith("reference ratings: "):
@@ -82,7 +82,7 @@ def run_seed(
                     row.update({k: float(v) for k, v in WIN.findall(line)})
                     rows.append(row)
                     print(f"  seed {seed}: {line.strip()}", flush=True)
-                if time.time() > deadline:
+                if (cpu_seconds(proc.pid) if clock == "cpu" else time.time() - start) > minutes * 60:
                     break
         finally:
             proc.kill()
@@ -101,9 +101,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--minutes", type=float, default=30.0, help="wall-clock budget per seed")
+    parser.add_argument("--minutes", type=float, default=30.0, help="budget per seed, on --clock")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: the run's own CPU time, fair on a shared machine"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
+    parser.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
     parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
     args = parser.parse_args()
     world = WORLDS[args.env_id]
@@ -112,7 +116,9 @@ def main() -> None:
     version = code_version(SCRIPT, world["world"], "cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")
     threads = 1 if args.jobs > 1 else None
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {s: pool.submit(run_seed, args.env_id, s, args.minutes, threads, args.extra) for s in args.seeds}
+        futures = {
+            s: pool.submit(run_seed, args.env_id, s, args.minutes, args.clock, threads, args.extra) for s in args.seeds
+        }
         results = {s: f.result() for s, f in futures.items()}
     runs = {s: rows for s, (rows, _) in results.items()}
     ratings = results[args.seeds[0]][1]
@@ -132,7 +138,9 @@ def main() -> None:
         "Command: `uv run --all-extras python benchmark/"
         + Path(__file__).name
         + f" --env-id {args.env_id} --seeds {' '.join(map(str, args.seeds))} --minutes {args.minutes:g}"
+        + (f" --clock {args.clock}" if args.clock != "wall" else "")
         + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
+        + (f" --block {args.block}" if args.block else "")
         + (f" -- {' '.join(args.extra)}" if args.extra else "")
         + f"` (seeds run {how}). Each evaluation plays the references within 10 TrueSkill points of the agent, "
         "so a win rate against a strong reference exists only once the agent is close to it. CPU time is the "
@@ -177,28 +185,32 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plot = ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{world['block']}_trueskill.png"
+    block = args.block or world["block"]
+    plot = ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{block}_trueskill.png"
     plot.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    x, xlabel = ("cpu", "CPU time of the run (minutes)") if args.clock == "cpu" else ("time", "wall time (minutes)")
     for s in args.seeds:
-        t = [r["time"] / 60 for r in runs[s]]
+        t = [r[x] / 60 for r in runs[s]]
         axes[0].plot(t, [r["mu"] for r in runs[s]], label=f"seed {s}")
         for ref in references:
             rows = [r for r in runs[s] if ref in r]
-            axes[1].plot([r["time"] / 60 for r in rows], [r[ref] for r in rows], ".-", label=f"seed {s} vs {ref}")
+            axes[1].plot([r[x] / 60 for r in rows], [r[ref] for r in rows], ".-", label=f"seed {s} vs {ref}")
     for ref, mu in ratings.items():  # the references' ratings, fitted at the start of each run
         axes[0].axhline(mu, ls=":", color="gray")
         axes[0].annotate(ref, (0, mu), fontsize=7, color="gray", va="bottom")
-    axes[0].set(xlabel="wall time (minutes)", ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
-    axes[1].set(xlabel="wall time (minutes)", ylabel="win rate", title="win rate vs references", ylim=(0, 1))
+    axes[0].set(xlabel=xlabel, ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
+    axes[1].set(xlabel=xlabel, ylabel="win rate", title="win rate vs references", ylim=(0, 1))
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(plot, dpi=110)
 
-    begin, end = f"<!-- BENCHMARK:{world['block']} BEGIN -->", f"<!-- BENCHMARK:{world['block']} END -->"
-    write_block(DOC, begin, end, f"{table}\n\n![TrueSkill and win rates against wall time](img/{plot.name})")
+    begin, end = f"<!-- BENCHMARK:{block} BEGIN -->", f"<!-- BENCHMARK:{block} END -->"
+    write_block(
+        DOC, begin, end, f"{table}\n\n![TrueSkill and win rates against {xlabel.split(' (')[0]}](img/{plot.name})"
+    )
 
 
 if __name__ == "__main__":
