@@ -93,3 +93,23 @@ def test_over_seeds_spread_counts_only_seeds_with_a_value():
     assert over_seeds([120.0, float("inf"), 240.0], ".1f", scale=60) == "3.0 ± 1.0 (2/3 seeds)"
     assert over_seeds([5.0], ".3g") == "5 (1/1 seeds)"
     assert over_seeds([float("nan"), float("nan")]) == "not reached (0/2)"
+
+
+def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "runs" / "Moba5v5-v0__ppo_lstm_selfplay__1__0"
+    writer = SummaryWriter(str(run))
+    for step, (towers, deaths) in zip([100, 200, 300, 400], [(0.0, 4.0), (1.0, 3.0), (5.0, 2.0), (7.0, 0.0)]):
+        writer.add_scalar("scores/tower1", towers, step)
+        writer.add_scalar("scores/deaths", deaths, step)
+    writer.add_scalar("charts/episodic_return", 1.0, 400)
+    writer.close()
+    cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_lstm_selfplay_scores.py"), str(run), "--fraction", "0.5"]
+    result = subprocess.run([*cmd, "--labels", "s1", "--no-docs"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the last half of 400 steps holds the points at 200, 300 and 400
+    assert "| `tower1` | 4.33 |" in result.stdout
+    assert "| `deaths` | 1.67 |" in result.stdout
+    assert "| points read (steps where games ended) | 3 |" in result.stdout
+    assert "episodic_return" not in result.stdout
