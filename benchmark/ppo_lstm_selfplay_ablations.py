@@ -3,7 +3,9 @@
 Each group varies one flag around the script's defaults, every other flag equal, for several seeds:
 
 * batch size: ``--num-envs`` 32, 64, 128 (batches of 2,048 / 4,096 / 8,192 steps; baseline the smallest);
-* sample reuse: ``--update-epochs`` 1, 2, 4, 8 (passes over each batch; baseline 1);
+* sample reuse: ``--update-epochs`` 1, 2, 4, 8 (passes over each batch; baseline 1). Reported twice: per version
+  (each pass over the same fresh batch) and per gradient step (versions × passes), the paper's axis: there the
+  optimizers ran at a fixed rate and reuse K meant K times less fresh data per step;
 * staleness: ``--policy-lag`` 0, 1, 4, 8 (versions between the acting and the trained policy; baseline 0);
 * team spirit: τ fixed at 0, annealed 0.3 → 1 (the default), fixed at 1 (baseline the annealed one); only on worlds
   with more than one hero per side, where τ changes anything.
@@ -15,21 +17,23 @@ the same seed, as mean ± std over the seeds where both reached T. A configurati
 defaults) runs once. The plot shows mean TrueSkill against versions per group. Writes both into
 docs/ppo_lstm_selfplay.md between the BENCHMARK:ablations markers unless --no-docs.
 
+Curves are read from each run's TensorBoard events (``charts/trueskill_mu``), so ``--from-runs`` remakes the
+table and plot from the latest runs of the same command without training again (e.g. with other thresholds).
+
     uv run --all-extras python benchmark/ppo_lstm_selfplay_ablations.py --seeds 1 2 3 --updates 60 --jobs 2
 """
 
 import argparse
 import datetime
 import os
-import re
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from provenance import code_version, machine, write_block
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.trueskill_league import speedup  # Equation 2, from the league helper
 
@@ -37,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = ROOT / "docs" / "ppo_lstm_selfplay.md"
 PLOT = ROOT / "docs" / "img" / "ppo_lstm_selfplay_ablations.png"
-EVAL_LINE = re.compile(r"^eval time=([\d.]+)s global_step=(\d+) trueskill_mu=([-\d.]+) ")
-# group -> (label, [(value label, flags)], index of the baseline)
+# group -> (label, [(value label, flags)], index of the baseline); a group in PER_STEP is also reported per gradient
+# step, its versions multiplied by the passes per batch
 GROUPS = {
     "batch": (
         "batch size (--num-envs, 64 steps each)",
@@ -58,6 +62,7 @@ GROUPS = {
     ),
 }
 DEFAULTS = {"--num-envs": "64", "--update-epochs": "4", "--policy-lag": "0"}  # flags equal to the script's defaults
+PER_STEP = {"reuse": "sample reuse, per gradient step (versions × passes)"}
 
 
 def canonical(flags: list[str]) -> tuple[str, ...]:
@@ -72,23 +77,51 @@ def flag_value(flags: list[str], name: str, default: int) -> int:
     return int(values[-1]) if values else default
 
 
+def run_name(flags: tuple[str, ...]) -> str:
+    """The --exp-name of a configuration's runs (runs started in one second need their own)."""
+    return "ablation_" + ("_".join(flag.lstrip("-") for flag in flags) or "defaults")
+
+
+def per_version(flags: tuple[str, ...], extra: list[str]) -> int:
+    """Environment steps per version (PPO update): --num-envs x --num-steps, the script's defaults 64 x 64."""
+    given = [*flags, *extra]
+    return flag_value(given, "--num-envs", 64) * flag_value(given, "--num-steps", 64)
+
+
+def read_curve(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
+    """TrueSkill against versions of the latest run of this configuration and seed, from its TensorBoard events."""
+    runs = sorted(
+        (ROOT / "runs").glob(f"{args.env_id}__{run_name(flags)}__{seed}__*"),
+        key=lambda d: int(d.name.rsplit("_", 1)[1]),
+    )
+    if not runs:
+        sys.exit(f"error: no run of {run_name(flags)} seed {seed} under runs/; run without --from-runs first")
+    events = EventAccumulator(str(runs[-1]), size_guidance={"scalars": 0})
+    events.Reload()
+    if "charts/trueskill_mu" not in events.Tags()["scalars"]:
+        sys.exit(f"error: {runs[-1]} has no TrueSkill evaluations; run without --from-runs")
+    mu = events.Scalars("charts/trueskill_mu")
+    step = per_version(flags, args.extra)
+    return {
+        "versions": [e.step // step for e in mu],
+        "mu": [e.value for e in mu],
+        "span": (mu[0].wall_time, mu[-1].wall_time),
+    }
+
+
 def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
-    """Train one configuration for args.updates versions; return its TrueSkill curve (versions, mu) and wall time."""
-    given = [*flags, *args.extra]
-    per_version = flag_value(given, "--num-envs", 64) * flag_value(given, "--num-steps", 64)  # the script's defaults
-    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *given]
-    cmd += ["--total-timesteps", str(args.updates * per_version), "--eval-every", str(args.eval_every)]
-    name = "_".join(flag.lstrip("-") for flag in flags) or "defaults"  # runs started in one second need their own
-    cmd += ["--save-every", "0", "--exp-name", f"ablation_{name}"]
-    start = time.time()
+    """Train one configuration for args.updates versions; return its TrueSkill curve (versions, mu)."""
+    total = args.updates * per_version(flags, args.extra)
+    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *flags, *args.extra]
+    cmd += ["--total-timesteps", str(total), "--eval-every", str(args.eval_every)]
+    cmd += ["--save-every", "0", "--exp-name", run_name(flags)]
     threads = {"OMP_NUM_THREADS": "1"} if args.jobs > 1 else {}  # parallel runs: one torch thread each
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **threads})
     if result.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    evals = [EVAL_LINE.match(line) for line in result.stdout.splitlines()]
-    curve = [(int(m[2]) // per_version, float(m[3])) for m in evals if m]
-    print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {curve[-1][1]:.2f}", flush=True)
-    return {"versions": [v for v, _ in curve], "mu": [mu for _, mu in curve], "wall": time.time() - start}
+    curve = read_curve(flags, seed, args)
+    print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {curve['mu'][-1]:.2f}", flush=True)
+    return curve
 
 
 def main() -> None:
@@ -101,6 +134,7 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[3.0, 5.0, 7.0], help="TrueSkill values T")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (each gets one torch thread)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
+    parser.add_argument("--from-runs", action="store_true", help="remake the table from the latest runs; no training")
     parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
     args = parser.parse_args()
     groups = [g for g in args.groups if g != "team_spirit" or args.env_id.startswith(("Moba", "Vmas"))]
@@ -111,9 +145,15 @@ def main() -> None:
     version = code_version(SCRIPT, "cleanfive/envs", "cleanfive/trueskill_league.py")
     configs = {canonical(flags) for g in groups for _, flags in GROUPS[g][1]}
     jobs = [(flags, seed) for flags in sorted(configs) for seed in args.seeds]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        curves = dict(zip(jobs, pool.map(lambda job: run_one(*job, args), jobs), strict=True))
-    wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    if args.from_runs:
+        curves = {job: read_curve(*job, args) for job in jobs}
+        spans = [c["span"] for c in curves.values()]
+        wall = max(end for _, end in spans) - min(start for start, _ in spans)
+        started = datetime.datetime.fromtimestamp(min(start for start, _ in spans), datetime.UTC)
+    else:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            curves = dict(zip(jobs, pool.map(lambda job: run_one(*job, args), jobs), strict=True))
+        wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
 
     command = (
         f"uv run --all-extras python benchmark/{Path(__file__).name} --env-id {args.env_id} --groups "
@@ -122,8 +162,13 @@ def main() -> None:
         + (f" -- {' '.join(args.extra)}" if args.extra else "")
     )
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit `{version}`, "
-        f"machine: {machine()}; {wall / 60:.0f} min in all, {args.jobs} run(s) at a time.",
+        f"Generated by `benchmark/{Path(__file__).name}` from runs started {started:%Y-%m-%d %H:%M} UTC, commit "
+        f"`{version}`, machine: {machine()}; {wall / 60:.0f} min in all, {args.jobs} run(s) at a time"
+        + (
+            f"; table remade {datetime.datetime.now(datetime.UTC):%H:%M} UTC with --from-runs."
+            if args.from_runs
+            else "."
+        ),
         "",
         f"Command: `{command}`. {len(args.seeds)} seeds per configuration, {args.updates} versions each. Cells: "
         "speedup(T) against the group's baseline (b), mean ± std over the seeds where both runs reached T, with "
@@ -133,15 +178,23 @@ def main() -> None:
         "| ablation | value | " + " | ".join(f"speedup(T = {t:g})" for t in args.thresholds) + " | final μ |",
         "|---|---|" + "---|" * (len(args.thresholds) + 1),
     ]
-    for g in groups:
-        label, values, base = GROUPS[g]
+
+    def curve(flags: list[str], seed: int, per_step: bool) -> tuple[list[int], list[float]]:
+        """(versions, TrueSkill) of one run; per gradient step, the versions times the passes per batch."""
+        run = curves[(canonical(flags), seed)]
+        passes = flag_value(flags, "--update-epochs", 4) if per_step else 1
+        return [v * passes for v in run["versions"]], run["mu"]
+
+    views = [(g, GROUPS[g][0], False) for g in groups] + [(g, PER_STEP[g], True) for g in groups if g in PER_STEP]
+    for g, label, per_step in views:
+        _, values, base = GROUPS[g]
         for i, (name, flags) in enumerate(values):
             cells = []
             for t in args.thresholds:
                 ratios = []
                 for seed in args.seeds:
-                    b, e = curves[(canonical(values[base][1]), seed)], curves[(canonical(flags), seed)]
-                    ratios.append(speedup((b["versions"], b["mu"]), (e["versions"], e["mu"]), t))
+                    b, e = curve(values[base][1], seed, per_step), curve(flags, seed, per_step)
+                    ratios.append(speedup(b, e, t))
                 ok = np.array([r for r in ratios if 0 < r < np.inf])  # both reached T
                 missed, beyond = sum(r == 0 for r in ratios), sum(r == np.inf for r in ratios)  # only one reached T
                 cell = f"{ok.mean():.2f} ± {ok.std():.2f} ({ok.size}/{len(ratios)})" if ok.size else "—"
@@ -162,14 +215,13 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
-    for ax, g in zip(axes[0], groups, strict=True):
-        label, values, _ = GROUPS[g]
-        for name, flags in values:
-            runs = [curves[(canonical(flags), seed)] for seed in args.seeds]
-            versions = runs[0]["versions"]
-            ax.plot(versions, np.mean([r["mu"] for r in runs], 0), label=name)
-        ax.set(title=label, xlabel="versions (PPO updates)", ylabel=f"mean TrueSkill μ ({len(args.seeds)} seeds)")
+    fig, axes = plt.subplots(1, len(views), figsize=(4.2 * len(views), 3.6), squeeze=False)
+    for ax, (g, label, per_step) in zip(axes[0], views, strict=True):
+        for name, flags in GROUPS[g][1]:
+            runs = [curve(flags, seed, per_step) for seed in args.seeds]
+            ax.plot(runs[0][0], np.mean([mu for _, mu in runs], 0), label=name)
+        xlabel = "gradient steps (versions × passes)" if per_step else "versions (PPO updates)"
+        ax.set(title=label, xlabel=xlabel, ylabel=f"mean TrueSkill μ ({len(args.seeds)} seeds)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
