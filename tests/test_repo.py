@@ -100,7 +100,9 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
 
     run = tmp_path / "runs" / "Moba5v5-v0__ppo_lstm_selfplay__1__0"
     writer = SummaryWriter(str(run))
-    for step, (towers, deaths) in zip([100, 200, 300, 400], [(0.0, 4.0), (1.0, 3.0), (5.0, 2.0), (7.0, 0.0)]):
+    for step, (towers, deaths) in zip(
+        [100, 200, 300, 400], [(0.0, 4.0), (1.0, 3.0), (5.0, 2.0), (7.0, 0.0)], strict=True
+    ):
         writer.add_scalar("scores/tower1", towers, step)
         writer.add_scalar("scores/deaths", deaths, step)
     writer.add_scalar("charts/episodic_return", 1.0, 400)
