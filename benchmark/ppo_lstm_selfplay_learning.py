@@ -1,10 +1,11 @@
 """Learning benchmark of cleanfive/ppo_lstm_selfplay.py on one world: TrueSkill and win rates against time.
 
-Runs the script once per seed, each for a fixed wall-clock budget (``--jobs`` seeds at a time; with more than one
-job every run gets one torch thread), records the machine's load average and the run's own CPU time at every
-evaluation, reads the evaluation lines it prints, and reports per seed and across seeds: the wall time, CPU time and
-steps at which the win rate against a reference bot first reached a threshold, and the TrueSkill reached. Writes a
-TrueSkill-vs-time plot and the generated table into the script's docs page between the world's BENCHMARK markers.
+Runs the script once per seed, each for a fixed budget of wall-clock time or (``--clock cpu``) of its own CPU time
+(``--jobs`` seeds at a time; with more than one job every run gets one torch thread), records the machine's load
+average and the run's own CPU time at every evaluation, reads the evaluation lines it prints, and reports per seed
+and across seeds: the wall time, CPU time and steps at which the win rate against a reference bot first reached a
+threshold, and the TrueSkill reached. Writes a TrueSkill-vs-time plot and the generated table into the script's docs
+page between the world's BENCHMARK markers.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id ConnectFour-v1 --minutes 30
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \
@@ -111,6 +112,9 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
     args = parser.parse_args()
     world = WORLDS[args.env_id]
+    block = args.block or world["block"]
+    if not args.no_docs and f"<!-- BENCHMARK:{block} BEGIN -->" not in DOC.read_text():  # fail now, not after hours
+        sys.exit(f"error: {DOC.relative_to(ROOT)} has no BENCHMARK:{block} markers; add them or pass --no-docs")
 
     started = datetime.datetime.now(datetime.UTC)
     version = code_version(SCRIPT, world["world"], "cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")
@@ -185,7 +189,6 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    block = args.block or world["block"]
     plot = ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{block}_trueskill.png"
     plot.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
