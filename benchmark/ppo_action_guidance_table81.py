@@ -15,11 +15,17 @@ e.g. long adaptation = shift 20% + adaptation 70%), so they shrink with it. Game
 6000 frames). The default (9 strategies x 3 tasks x 3 seeds = 81 runs of 100,000 steps, --jobs 2) is estimated at
 roughly 5-8 hours on an idle 2-core machine (from the ~115-300 steps/s of single runs read on a loaded machine).
 
+Every finished run is kept as one JSON file under --results (default benchmark/results/table81/, committed), with its
+commit, date and machine. A rerun reuses the files whose budget and extra flags match and trains only the missing
+runs, so the table can be built over several sittings; --from-results builds it from the files alone. The table says
+which commits and dates its runs come from and how many of the asked runs it holds.
+
     uv run --all-extras python benchmark/ppo_action_guidance_table81.py --seeds 1 2 3 --jobs 2
 """
 
 import argparse
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -61,11 +67,29 @@ THESIS = {
 }
 
 
-def run_one(task: str, row: str, seed: int, steps: int, extra: list[str]) -> dict:
-    """Train one configuration in a subprocess; return its summary fields (floats) and wall time."""
+def result_path(results: Path, task: str, row: str, seed: int) -> Path:
+    return results / f"{task}__{row}__seed{seed}.json"
+
+
+def load_result(path: Path, steps: int, extra: list[str]) -> dict | None:
+    """The kept result of one run, if it exists and was trained with this budget and these extra flags."""
+    if not path.exists():
+        return None
+    kept = json.loads(path.read_text())
+    return kept if kept["total_timesteps"] == steps and kept["extra"] == extra else None
+
+
+def run_one(task: str, row: str, seed: int, steps: int, extra: list[str], results: Path) -> dict:
+    """Train one configuration in a subprocess, unless its result is kept; return its summary fields and wall time."""
+    path = result_path(results, task, row, seed)
+    kept = load_result(path, steps, extra)
+    if kept is not None:
+        print(f"  {task} {row} seed {seed}: kept from {kept['date']} (commit {kept['code']})", flush=True)
+        return kept
     _, strategy, plo = ROWS[row]
     cmd = [sys.executable, str(SCRIPT), "--task", task, "--strategy", strategy, *(["--plo"] if plo else [])]
     cmd += ["--seed", str(seed), "--total-timesteps", str(steps), "--save-every", "0", "--quiet", *extra]
+    code = code_version(SCRIPT, "cleanfive/envs/microrts.py")
     start = time.time()
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     lines = [line for line in result.stdout.splitlines() if line.startswith("summary ")]
@@ -74,7 +98,28 @@ def run_one(task: str, row: str, seed: int, steps: int, extra: list[str]) -> dic
     fields = dict(kv.split("=", 1) for kv in lines[-1].split()[1:])
     summary = {k: float(v) for k, v in fields.items() if k not in ("task", "strategy", "plo")}
     print(f"  {task} {row} seed {seed}: sparse return {summary['sparse_return']:.2f}", flush=True)
-    return summary | {"wall": time.time() - start}
+    kept = summary | {
+        "wall": time.time() - start,
+        "task": task,
+        "row": row,
+        "seed": seed,
+        "total_timesteps": steps,
+        "extra": extra,
+        "code": code,
+        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        "machine": machine(),
+        "load": os.getloadavg()[0],
+    }
+    results.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(kept, indent=1) + "\n")
+    tmp.replace(path)  # atomic: an interrupted benchmark never leaves half a result
+    return kept
+
+
+def column(src: list[dict | None], key: str) -> list[float]:
+    """One field of every seed's result, NaN where the seed has not been run or lacks it."""
+    return [np.nan if kept is None else kept.get(key, np.nan) for kept in src]
 
 
 def mean_std(values: list[float], digits: int = 2, unit: str = "") -> str:
@@ -95,17 +140,30 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, default=100_000, help="budget of every run (frames x envs)")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (each uses ~1 core: torch + Java)")
     parser.add_argument("--no-docs", action="store_true", help="print the tables only; do not touch docs/")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=ROOT / "benchmark" / "results" / "table81",
+        help="folder of the kept per-run results (reused when budget and extra flags match)",
+    )
+    parser.add_argument("--from-results", action="store_true", help="train nothing: tabulate the kept results")
     parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
     args = parser.parse_args()
 
     started = datetime.datetime.now(datetime.UTC)
-    version = code_version(SCRIPT, "cleanfive/envs/microrts.py")
-    jobs = [(task, row, seed) for task in args.tasks for row in args.rows for seed in args.seeds]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda job: run_one(*job, args.total_timesteps, args.extra), jobs))
-    runs = {job[:2]: [] for job in jobs}
-    for job, summary in zip(jobs, results, strict=True):
-        runs[job[:2]].append(summary)
+    # seed-major within a task, so that a partial run covers every row of a task before its next seed
+    jobs = [(task, row, seed) for task in args.tasks for seed in args.seeds for row in args.rows]
+    if args.from_results:
+        found = [load_result(result_path(args.results, *job), args.total_timesteps, args.extra) for job in jobs]
+    else:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            found = list(pool.map(lambda job: run_one(*job, args.total_timesteps, args.extra, args.results), jobs))
+    runs = {(task, row): [] for task, row, _ in jobs}  # one entry per seed asked, None where not run
+    for job, kept in zip(jobs, found, strict=True):
+        runs[job[:2]].append(kept)
+    done = [kept for kept in found if kept is not None]
+    if not done:
+        sys.exit(f"error: no kept results in {args.results} for these runs; run without --from-results first")
     wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
 
     command = (
@@ -114,15 +172,23 @@ def main() -> None:
         f"--total-timesteps {args.total_timesteps} --jobs {args.jobs}"
         + (f" -- {' '.join(args.extra)}" if args.extra else "")
     )
+    dates = sorted(kept["date"] for kept in done)
+    codes = sorted({kept["code"] for kept in done})
+    run_hours = sum(kept["wall"] for kept in done) / 3600
+    where = args.results.resolve()
+    where = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
     header = ["| Strategy | " + " | ".join(args.tasks) + " |", "|---" * (1 + len(args.tasks)) + "|"]
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit `{version}`, "
-        f"machine: {machine()}; {wall / 60:.0f} min in all, {args.jobs} run(s) at a time, 1-minute load average at "
-        f"the end {os.getloadavg()[0]:.1f}.",
+        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC from {len(done)} of the "
+        f"{len(jobs)} runs asked for, kept in `{where}` and trained "
+        f"from {dates[0]} to {dates[-1]} at commit(s) {', '.join(f'`{c}`' for c in codes)} on "
+        f"{', '.join(sorted({kept['machine'] for kept in done}))}; {run_hours:.1f} run-hours, {args.jobs} run(s) at "
+        f"a time; this sitting {wall / 60:.0f} min.",
         "",
         f"Command: `{command}`. Every cell is **ours / thesis**: the sparse return (R_M) of the last 10 training "
-        f"episodes, mean ± std over {len(args.seeds)} seed(s) of {args.total_timesteps:,} steps each; thesis: Table "
-        "8.1 (10 seeds of 10M steps, one unit per decision).",
+        f"episodes, mean ± std over the seeds run (of {len(args.seeds)} asked; the count is given where some are "
+        f"missing), {args.total_timesteps:,} steps each; thesis: Table 8.1 (10 seeds of 10M steps, one unit per "
+        "decision).",
         "",
         *header,
     ]
@@ -130,7 +196,7 @@ def main() -> None:
         cells = []
         for task in args.tasks:
             mean, std = THESIS[row][TASKS.index(task)]
-            cells.append(f"{mean_std([r['sparse_return'] for r in runs[(task, row)]])} / {mean:.2f} ± {std:.2f}")
+            cells.append(f"{mean_std(column(runs[(task, row)], 'sparse_return'))} / {mean:.2f} ± {std:.2f}")
         lines.append(f"| {ROWS[row][0]} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -146,9 +212,8 @@ def main() -> None:
         for task in args.tasks:
             src = runs[(task, row)]
             cells.append(
-                f"{mean_std([r.get('eval_sparse_return', np.nan) for r in src])} · "
-                f"{mean_std([r['t_first'] for r in src], 1, '%')} · "
-                f"{np.mean([r['plo_skips_main'] for r in src]):.0f} · {np.mean([r['SPS'] for r in src]):.0f}"
+                f"{mean_std(column(src, 'eval_sparse_return'))} · {mean_std(column(src, 't_first'), 1, '%')} · "
+                f"{mean_std(column(src, 'plo_skips_main'), 0)} · {mean_std(column(src, 'SPS'), 0)}"
             )
         lines.append(f"| {ROWS[row][0]} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
