@@ -124,6 +124,9 @@ class Args:
     """add the current policy to the past-opponent pool every this many updates"""
     quality_lr: float = 0.01
     """eta of the quality-score update q_i -= eta / (N p_i)"""
+    bot_fraction: float = 0.0
+    """fraction of the other games played against the reference bots at the start, annealed linearly to 0: a
+    curriculum that is not part of OpenAI Five's recipe (0: self-play only)"""
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
     references: tuple[str, ...] = ()
@@ -350,6 +353,7 @@ if __name__ == "__main__":
         ("team-spirit-end", 0 <= args.team_spirit_end <= 1, "in [0, 1]"),
         ("time-decay", 0 < args.time_decay <= 1, "in (0, 1]"),
         ("past-fraction", 0 <= args.past_fraction <= 1, "in [0, 1]"),
+        ("bot-fraction", 0 <= args.bot_fraction <= 1, "in [0, 1]"),
         ("pool-every", args.pool_every > 0, "> 0"),
         ("eval-every", args.eval_every > 0, "> 0"),
         ("eval-games", args.eval_games > 0, "> 0"),
@@ -469,7 +473,8 @@ if __name__ == "__main__":
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
     num_past_slots = round(args.past_fraction * E)
-    opponent = np.full(E, -1)  # per game: -1 = latest policy on both sides, else the pool index of the past version
+    # per game: -1 = latest policy on both sides, k >= 0 = past version k of the pool, -2 - b = references[b]
+    opponent = np.full(E, -1)
     learner_side = np.zeros(E, dtype=np.int64)
 
     # ALGO Logic: Storage setup
@@ -508,7 +513,7 @@ if __name__ == "__main__":
     def learner_rows():
         """Per hero: the past version driving it (-1: none), and whether the latest policy drives it."""
         player_opponent = opponent[env_of_player]
-        return player_opponent, (player_opponent < 0) | (side_of_player == learner_side[env_of_player])
+        return player_opponent, (player_opponent == -1) | (side_of_player == learner_side[env_of_player])
 
     game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
 
@@ -584,6 +589,11 @@ if __name__ == "__main__":
                     )
                     action[rows] = past_action
                     next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
+                for b in np.unique(opponent[opponent <= -2]):  # reference bots drive their side of their games
+                    games = np.flatnonzero(opponent == b)
+                    bot = envs.bot_actions(references[-2 - b], next_obs_np, info, 1 - learner_side, rng)[games]
+                    rows = ((games * S + 1 - learner_side[games])[:, None] * N + np.arange(N)).reshape(-1)
+                    action[torch.as_tensor(rows, device=device)] = torch.as_tensor(bot.reshape(-1), device=device)
             actions[step] = action
             logprobs[step] = logprob
 
@@ -606,7 +616,7 @@ if __name__ == "__main__":
 
             over = np.flatnonzero(info["game_over"])
             if over.size:
-                side = np.where(opponent[over] >= 0, learner_side[over], 0)
+                side = np.where(opponent[over] != -1, learner_side[over], 0)
                 outcome = info["outcome"][over, side]
                 finished.append(
                     np.concatenate(
@@ -622,6 +632,11 @@ if __name__ == "__main__":
                 if len(pool.keys) > 0 and past.size > 0:
                     opponent[past] = pool.sample(rng, past.size)
                     learner_side[past] = rng.integers(S, size=past.size)
+                if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
+                    other = over[over >= num_past_slots]
+                    vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
+                    opponent[vs_bot] = -2 - rng.integers(len(references), size=vs_bot.size)
+                    learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
                 player_opponent, is_learner_np = learner_rows()
 
         if finished:
@@ -633,6 +648,8 @@ if __name__ == "__main__":
                 writer.add_scalar(f"scores/{name}", value, global_step)
             if (finished[:, 0] >= 0).any():
                 writer.add_scalar("league/winrate_vs_past", (finished[finished[:, 0] >= 0, 1] > 0).mean(), global_step)
+            if (finished[:, 0] <= -2).any():
+                writer.add_scalar("league/winrate_vs_bots", (finished[finished[:, 0] <= -2, 1] > 0).mean(), global_step)
 
         # bootstrap value if not done
         with torch.no_grad():

@@ -79,6 +79,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
         (["--learning-rate", "0"], "--learning-rate"),
         (["--gae-lambda", "1.5"], "--gae-lambda"),
         (["--policy-lag", "-1"], "--policy-lag"),
+        (["--bot-fraction", "1.5"], "--bot-fraction"),
         (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
         (["--score-weights", "win=much"], "name=number"),
         (["--score-weights", "win=inf"], "name=number"),
@@ -121,6 +122,21 @@ def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
     assert equal(lag1["versions"][0], two["model"]) and equal(lag2["versions"][1], two["model"])
     assert equal(lag2["versions"][0], two["versions"][0])
     assert not equal(lag1["model"], lag2["model"])  # update 3 acted with version 1 (lag 1) or version 0 (lag 2)
+
+
+def test_bot_fraction_plays_games_against_the_reference_bots(tmp_path):
+    """--bot-fraction 1 --past-fraction 0: every game after the first ones faces a reference bot, logged under
+    league/winrate_vs_bots. Against greedy and lookahead (which take a winning move and block one) an untrained
+    learner wins few games; had the learner driven both sides, it would win about half (it plays either side)."""
+    flags = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
+    result = run(tmp_path, *flags, "--references", "greedy", "lookahead")
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    assert "league/winrate_vs_past" not in events.Tags()["scalars"]
+    rates = [e.value for e in events.Scalars("league/winrate_vs_bots")]
+    assert len(rates) >= 8 and np.mean(rates) < 0.25, rates
 
 
 def test_score_weights_override_the_worlds_weights(tmp_path):
