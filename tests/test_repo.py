@@ -115,3 +115,28 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
     assert "| `deaths` | 1.67 |" in result.stdout
     assert "| points read (steps where games ended) | 3 |" in result.stdout
     assert "episodic_return" not in result.stdout
+
+
+def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
+    """--from-results builds Table 8.1 from the kept per-run files alone: a seed without a file is counted as missing,
+    and a file trained with another budget is not reused."""
+    import json
+
+    def kept(seed, sparse, steps=100_000):
+        summary = {"sparse_return": sparse, "t_first": 10.0 * seed, "plo_skips_main": 0.0, "SPS": 100.0}
+        summary |= {"eval_sparse_return": sparse, "wall": 60.0, "total_timesteps": steps, "extra": []}
+        summary |= {"code": "abc1234", "date": f"2026-01-0{seed} 00:00 UTC", "machine": "test machine"}
+        (tmp_path / f"LearnToAttack__shaped__seed{seed}.json").write_text(json.dumps(summary))
+
+    kept(1, 9.0)
+    kept(2, 11.0)
+    kept(3, 0.0, steps=50_000)  # another budget: not one of the asked runs
+    cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_action_guidance_table81.py"), "--from-results", "--no-docs"]
+    cmd += ["--results", str(tmp_path), "--tasks", "LearnToAttack", "--rows", "shaped", "--seeds", "1", "2", "3"]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "from 2 of the 3 runs asked for" in result.stdout
+    assert "| shaped reward (second baseline) | 10.00 ± 1.00 (2/3) / 10.00 ± 0.00 |" in result.stdout
+    assert "from 2026-01-01 00:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
+    result = subprocess.run([*cmd[:-3], "3"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 1 and "no kept results" in result.stderr
