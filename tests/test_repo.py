@@ -125,7 +125,7 @@ def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
     def kept(seed, sparse, steps=100_000):
         summary = {"sparse_return": sparse, "t_first": 10.0 * seed, "plo_skips_main": 0.0, "SPS": 100.0}
         summary |= {"eval_sparse_return": sparse, "wall": 60.0, "total_timesteps": steps, "extra": []}
-        summary |= {"code": "abc1234", "date": f"2026-01-0{seed} 00:00 UTC", "machine": "test machine"}
+        summary |= {"code": "abc1234", "date": f"2026-01-0{seed} 00:00 UTC", "machine": "test machine", "load": 1.0}
         (tmp_path / f"LearnToAttack__shaped__seed{seed}.json").write_text(json.dumps(summary))
 
     kept(1, 9.0)
