@@ -511,7 +511,7 @@ if __name__ == "__main__":
     env_of_player = np.repeat(np.arange(E), S * N)
 
     def learner_rows():
-        """Per hero: the past version driving it (-1: none), and whether the latest policy drives it."""
+        """Per hero: its game's `opponent` code, and whether the latest policy drives it."""
         player_opponent = opponent[env_of_player]
         return player_opponent, (player_opponent == -1) | (side_of_player == learner_side[env_of_player])
 
