@@ -4,7 +4,9 @@ tower damage, seconds off-lane, ...) of cleanfive/ppo_lstm_selfplay.py runs, rea
 At every step where games end, the script logs ``scores/<name>``: the learner team's total per game, summed over
 its heroes (a team component such as ``win`` or ``tower1`` counts once per hero), averaged over those games. This
 prints, per run, the mean of those points over the last ``--fraction`` of the run's steps, so that runs that
-learned and runs that did not can be told apart by how they play. Writes the table into docs/ppo_lstm_selfplay.md
+learned and runs that did not can be told apart by how they play. Below the scores, from ``charts/episodic_return``
+and ``charts/episodic_length`` (one point per game) over the same steps: how many games the learner won, lost and
+drew, and how long they lasted. Writes the table into docs/ppo_lstm_selfplay.md
 between the ``--block`` markers unless --no-docs.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_scores.py runs/Moba5v5-v0__ppo_lstm_selfplay__1__* \
@@ -24,20 +26,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "ppo_lstm_selfplay.md"
 
 
-def late_scores(run: Path, fraction: float) -> tuple[dict[str, float], int, int]:
+def late_scores(run: Path, fraction: float) -> tuple[dict[str, float], int, int, np.ndarray, np.ndarray]:
     """Mean of every scores/* series over its points in the last `fraction` of the run's steps; with how many
-    points that is and the run's last step."""
+    points that is, the run's last step, and the outcome and length of every game that ended in those steps."""
     events = EventAccumulator(str(run), size_guidance={"scalars": 0})
     events.Reload()
     tags = [t for t in events.Tags()["scalars"] if t.startswith("scores/")]
     if not tags:
         sys.exit(f"error: {run} has no scores/* in its TensorBoard events; pass a ppo_lstm_selfplay.py run directory")
     last = max(e.step for t in tags for e in events.Scalars(t))
-    means, points = {}, 0
-    for tag in tags:
-        late = [e.value for e in events.Scalars(tag) if e.step >= (1 - fraction) * last]
-        means[tag.removeprefix("scores/")], points = float(np.mean(late)), len(late)
-    return means, points, last
+
+    def late(tag: str) -> np.ndarray:
+        has = tag in events.Tags()["scalars"]
+        return np.array([e.value for e in events.Scalars(tag) if e.step >= (1 - fraction) * last] if has else [])
+
+    means = {tag.removeprefix("scores/"): float(late(tag).mean()) for tag in tags}
+    return means, late(tags[0]).size, last, late("charts/episodic_return"), late("charts/episodic_length")
 
 
 def main() -> None:
@@ -69,6 +73,16 @@ def main() -> None:
     lines += [f"| `{name}` | " + " | ".join(f"{r[0].get(name, np.nan):.2f}" for r in results) + " |" for name in names]
     lines.append("| points read (steps where games ended) | " + " | ".join(str(r[1]) for r in results) + " |")
     lines.append("| run's last step (M) | " + " | ".join(f"{r[2] / 1e6:.2f}" for r in results) + " |")
+    lines.append(
+        "| games ended in those steps: won / lost / drawn | "
+        + " | ".join(f"{(r[3] > 0).sum()} / {(r[3] < 0).sum()} / {(r[3] == 0).sum()}" for r in results)
+        + " |"
+    )
+    lines.append(
+        "| their length in steps: mean (min–max) | "
+        + " | ".join(f"{r[4].mean():.0f} ({r[4].min():.0f}–{r[4].max():.0f})" if r[4].size else "—" for r in results)
+        + " |"
+    )
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:

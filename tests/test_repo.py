@@ -105,7 +105,9 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
     ):
         writer.add_scalar("scores/tower1", towers, step)
         writer.add_scalar("scores/deaths", deaths, step)
-    writer.add_scalar("charts/episodic_return", 1.0, 400)
+    for step, outcome, length in [(100, 1.0, 50), (300, 1.0, 120), (300, -1.0, 80), (400, 0.0, 800), (400, 1.0, 200)]:
+        writer.add_scalar("charts/episodic_return", outcome, step)  # one point per game, several at one step
+        writer.add_scalar("charts/episodic_length", length, step)
     writer.close()
     cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_lstm_selfplay_scores.py"), str(run), "--fraction", "0.5"]
     result = subprocess.run([*cmd, "--labels", "s1", "--no-docs"], capture_output=True, text=True, cwd=ROOT)
@@ -115,6 +117,9 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
     assert "| `deaths` | 1.67 |" in result.stdout
     assert "| points read (steps where games ended) | 3 |" in result.stdout
     assert "episodic_return" not in result.stdout
+    # the games that ended at steps 300 and 400 (the one at 100 is outside the last half)
+    assert "| games ended in those steps: won / lost / drawn | 2 / 1 / 1 |" in result.stdout
+    assert "| their length in steps: mean (min–max) | 300 (80–800) |" in result.stdout
 
 
 def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
