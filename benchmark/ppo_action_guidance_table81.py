@@ -25,7 +25,6 @@ which commits and dates its runs come from and how many of the asked runs it hol
 
 import argparse
 import datetime
-import json
 import os
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
+from provenance import code_version, keep, load_kept, machine, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_action_guidance.py"
@@ -71,18 +70,10 @@ def result_path(results: Path, task: str, row: str, seed: int) -> Path:
     return results / f"{task}__{row}__seed{seed}.json"
 
 
-def load_result(path: Path, steps: int, extra: list[str]) -> dict | None:
-    """The kept result of one run, if it exists and was trained with this budget and these extra flags."""
-    if not path.exists():
-        return None
-    kept = json.loads(path.read_text())
-    return kept if kept["total_timesteps"] == steps and kept["extra"] == extra else None
-
-
 def run_one(task: str, row: str, seed: int, steps: int, extra: list[str], results: Path) -> dict:
     """Train one configuration in a subprocess, unless its result is kept; return its summary fields and wall time."""
     path = result_path(results, task, row, seed)
-    kept = load_result(path, steps, extra)
+    kept = load_kept(path, total_timesteps=steps, extra=extra)
     if kept is not None:
         print(f"  {task} {row} seed {seed}: kept from {kept['date']} (commit {kept['code']})", flush=True)
         return kept
@@ -110,10 +101,7 @@ def run_one(task: str, row: str, seed: int, steps: int, extra: list[str], result
         "machine": machine(),
         "load": os.getloadavg()[0],
     }
-    results.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(kept, indent=1) + "\n")
-    tmp.replace(path)  # atomic: an interrupted benchmark never leaves half a result
+    keep(path, kept)
     return kept
 
 
@@ -154,7 +142,10 @@ def main() -> None:
     # seed-major within a task, so that a partial run covers every row of a task before its next seed
     jobs = [(task, row, seed) for task in args.tasks for seed in args.seeds for row in args.rows]
     if args.from_results:
-        found = [load_result(result_path(args.results, *job), args.total_timesteps, args.extra) for job in jobs]
+        found = [
+            load_kept(result_path(args.results, *job), total_timesteps=args.total_timesteps, extra=args.extra)
+            for job in jobs
+        ]
     else:
         with ThreadPoolExecutor(args.jobs) as pool:
             found = list(pool.map(lambda job: run_one(*job, args.total_timesteps, args.extra, args.results), jobs))

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, over_seeds, write_block
+from provenance import code_version, cpu_seconds, machine, over_seeds, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -52,13 +52,6 @@ WORLDS = {
         "world": "cleanfive/envs/football.py",
     },
 }
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def run_seed(

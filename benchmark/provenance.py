@@ -4,6 +4,7 @@ table goes.
 Imported by the scripts in this folder (run as ``python benchmark/<name>.py``, which puts this folder on the path).
 """
 
+import json
 import os
 import platform
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def code_version(*paths: str | Path) -> str:
@@ -45,3 +47,25 @@ def write_block(doc: Path, begin: str, end: str, text: str) -> None:
         content[: content.index(begin)] + f"{begin}\n{text}\n{end}" + content[content.index(end) + len(end) :]
     )
     print(f"wrote {doc.relative_to(ROOT)}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def load_kept(path: Path, **expected) -> dict | None:
+    """The result kept in ``path`` (JSON), if it exists and its fields equal ``expected`` (budget, flags, ...)."""
+    if not path.exists():
+        return None
+    kept = json.loads(path.read_text())
+    return kept if all(kept.get(key) == value for key, value in expected.items()) else None
+
+
+def keep(path: Path, result: dict) -> None:
+    """Write ``result`` to ``path`` as JSON, atomically: an interrupted benchmark never leaves half a result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(path)
