@@ -69,3 +69,14 @@ def keep(path: Path, result: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     tmp.replace(path)
+
+
+def kept_provenance(kept: list[dict]) -> str:
+    """When, at which commits, on which machines and under what load kept results were trained, in one phrase."""
+    dates, loads = sorted(run["date"] for run in kept), [run["load"] for run in kept]
+    codes = ", ".join(f"`{code}`" for code in sorted({run["code"] for run in kept}))
+    return (
+        f"trained from {dates[0]} to {dates[-1]} at commit(s) {codes} "
+        f"on {', '.join(sorted({run['machine'] for run in kept}))}; 1-minute load average at the end of a run "
+        f"{min(loads):.1f}-{max(loads):.1f} (2: both cores busy)"
+    )
