@@ -17,8 +17,11 @@ the same seed, as mean ± std over the seeds where both reached T. A configurati
 defaults) runs once. The plot shows mean TrueSkill against versions per group. Writes both into
 docs/ppo_lstm_selfplay.md between the BENCHMARK:ablations markers unless --no-docs.
 
-Curves are read from each run's TensorBoard events (``charts/trueskill_mu``), so ``--from-runs`` remakes the
-table and plot from the latest runs of the same command without training again (e.g. with other thresholds).
+Each finished run's curve is read from its TensorBoard events (``charts/trueskill_mu``) and kept as a JSON file
+under --results (default benchmark/results/ablations/<env-id>/, committed), with its commit, date and machine. A
+rerun reuses the files whose flags, extra flags, --updates and --eval-every match and trains only the missing runs,
+so a long set (the lane world's) can be completed over several sittings; ``--from-results`` remakes the table and
+plot from the files alone (e.g. with other thresholds). ``--block`` names the docs block and the plot.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_ablations.py --seeds 1 2 3 --updates 60 --jobs 2
 """
@@ -28,11 +31,12 @@ import datetime
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
+from provenance import code_version, keep, kept_provenance, load_kept, machine, write_block
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.trueskill_league import speedup  # Equation 2, from the league helper
@@ -40,7 +44,6 @@ from cleanfive.trueskill_league import speedup  # Equation 2, from the league he
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = ROOT / "docs" / "ppo_lstm_selfplay.md"
-PLOT = ROOT / "docs" / "img" / "ppo_lstm_selfplay_ablations.png"
 # group -> (label, [(value label, flags)], index of the baseline); a group in PER_STEP is also reported per gradient
 # step, its versions multiplied by the passes per batch
 GROUPS = {
@@ -94,34 +97,41 @@ def read_curve(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> d
         (ROOT / "runs").glob(f"{args.env_id}__{run_name(flags)}__{seed}__*"),
         key=lambda d: int(d.name.rsplit("_", 1)[1]),
     )
-    if not runs:
-        sys.exit(f"error: no run of {run_name(flags)} seed {seed} under runs/; run without --from-runs first")
     events = EventAccumulator(str(runs[-1]), size_guidance={"scalars": 0})
     events.Reload()
     if "charts/trueskill_mu" not in events.Tags()["scalars"]:
-        sys.exit(f"error: {runs[-1]} has no TrueSkill evaluations; run without --from-runs")
+        sys.exit(f"error: {runs[-1]} has no TrueSkill evaluations")
     mu = events.Scalars("charts/trueskill_mu")
     step = per_version(flags, args.extra)
-    return {
-        "versions": [e.step // step for e in mu],
-        "mu": [e.value for e in mu],
-        "span": (mu[0].wall_time, mu[-1].wall_time),
-    }
+    return {"versions": [e.step // step for e in mu], "mu": [e.value for e in mu]}
 
 
-def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
-    """Train one configuration for args.updates versions; return its TrueSkill curve (versions, mu)."""
+def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict | None:
+    """The kept TrueSkill curve (versions, mu) of one configuration and seed if it was trained with these flags and
+    this budget; else, unless --from-results, train it for args.updates versions and keep its curve."""
+    path = args.results / args.env_id / f"{run_name(flags)}__seed{seed}.json"
+    budget = {"flags": list(flags), "extra": args.extra, "updates": args.updates, "eval_every": args.eval_every}
+    kept = load_kept(path, **budget)
+    if kept is not None:
+        print(f"  {' '.join(flags) or 'defaults'} seed {seed}: kept from {kept['date']} (commit {kept['code']})")
+        return kept
+    if args.from_results:
+        return None
     total = args.updates * per_version(flags, args.extra)
     cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *flags, *args.extra]
     cmd += ["--total-timesteps", str(total), "--eval-every", str(args.eval_every)]
     cmd += ["--save-every", "0", "--exp-name", run_name(flags)]
     threads = {"OMP_NUM_THREADS": "1"} if args.jobs > 1 else {}  # parallel runs: one torch thread each
+    code, start = code_version(SCRIPT, "cleanfive/envs", "cleanfive/trueskill_league.py"), time.time()
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **threads})
     if result.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    curve = read_curve(flags, seed, args)
-    print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {curve['mu'][-1]:.2f}", flush=True)
-    return curve
+    kept = read_curve(flags, seed, args) | budget | {"seed": seed, "wall": time.time() - start, "code": code}
+    kept |= {"date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC", "machine": machine()}
+    kept["load"] = os.getloadavg()[0]
+    keep(path, kept)
+    print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {kept['mu'][-1]:.2f}", flush=True)
+    return kept
 
 
 def main() -> None:
@@ -134,7 +144,11 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[3.0, 5.0, 7.0], help="TrueSkill values T")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (each gets one torch thread)")
     parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    parser.add_argument("--from-runs", action="store_true", help="remake the table from the latest runs; no training")
+    parser.add_argument("--block", default="ablations", help="docs block (and plot name) to write")
+    parser.add_argument("--from-results", action="store_true", help="remake the table from the kept results only")
+    parser.add_argument(
+        "--results", type=Path, default=ROOT / "benchmark" / "results" / "ablations", help="folder of the kept runs"
+    )
     parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
     args = parser.parse_args()
     groups = [g for g in args.groups if g != "team_spirit" or args.env_id.startswith(("Moba", "Vmas"))]
@@ -142,34 +156,31 @@ def main() -> None:
         print(f"skipped {sorted(skipped)}: {args.env_id} has one hero per side, so team spirit changes nothing")
 
     started = datetime.datetime.now(datetime.UTC)
-    version = code_version(SCRIPT, "cleanfive/envs", "cleanfive/trueskill_league.py")
     configs = {canonical(flags) for g in groups for _, flags in GROUPS[g][1]}
     jobs = [(flags, seed) for flags in sorted(configs) for seed in args.seeds]
-    if args.from_runs:
-        curves = {job: read_curve(*job, args) for job in jobs}
-        spans = [c["span"] for c in curves.values()]
-        wall = max(end for _, end in spans) - min(start for start, _ in spans)
-        started = datetime.datetime.fromtimestamp(min(start for start, _ in spans), datetime.UTC)
-    else:
-        with ThreadPoolExecutor(args.jobs) as pool:
-            curves = dict(zip(jobs, pool.map(lambda job: run_one(*job, args), jobs), strict=True))
-        wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        curves = dict(zip(jobs, pool.map(lambda job: run_one(*job, args), jobs), strict=True))
+    if missing := [job for job, kept in curves.items() if kept is None]:
+        sys.exit(
+            f"error: {len(missing)} of the {len(jobs)} runs are not kept in {args.results / args.env_id}; run "
+            "without --from-results first"
+        )
+    wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
 
     command = (
         f"uv run --all-extras python benchmark/{Path(__file__).name} --env-id {args.env_id} --groups "
         f"{' '.join(groups)} --seeds {' '.join(map(str, args.seeds))} --updates {args.updates} --eval-every "
-        f"{args.eval_every} --thresholds {' '.join(f'{t:g}' for t in args.thresholds)} --jobs {args.jobs}"
+        f"{args.eval_every} --thresholds {' '.join(f'{t:g}' for t in args.thresholds)}"
+        + (" --from-results" if args.from_results else f" --jobs {args.jobs}")
+        + (f" --block {args.block}" if args.block != "ablations" else "")
         + (f" -- {' '.join(args.extra)}" if args.extra else "")
     )
+    where = os.path.relpath(args.results.resolve() / args.env_id, ROOT)
+    run_hours = sum(kept["wall"] for kept in curves.values()) / 3600
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` from runs started {started:%Y-%m-%d %H:%M} UTC, commit "
-        f"`{version}`, machine: {machine()}; {wall / 60:.0f} min in all, {args.jobs} run(s) at a time"
-        + (
-            f"; table remade {datetime.datetime.now(datetime.UTC):%H:%M} UTC with --from-runs (the commit is the code"
-            " checked out then; runs do not record their own)."
-            if args.from_runs
-            else "."
-        ),
+        f"Generated by `benchmark/{Path(__file__).name}` on {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC "
+        f"from {len(jobs)} runs kept in `{where}`, {kept_provenance(list(curves.values()))}; {run_hours:.1f} "
+        f"run-hours; this sitting {wall / 60:.0f} min.",
         "",
         f"Command: `{command}`. {len(args.seeds)} seeds per configuration, {args.updates} versions each. Cells: "
         "speedup(T) against the group's baseline (b), mean ± std over the seeds where both runs reached T, with "
@@ -226,10 +237,11 @@ def main() -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(PLOT, dpi=110)
-    block = f"{table}\n\n![TrueSkill against versions, per ablation]({Path('img') / PLOT.name})"
-    write_block(DOC, "<!-- BENCHMARK:ablations -->", "<!-- /BENCHMARK:ablations -->", block)
+    plot = ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{args.block}.png"
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(plot, dpi=110)
+    block = f"{table}\n\n![TrueSkill against versions, per ablation]({Path('img') / plot.name})"
+    write_block(DOC, f"<!-- BENCHMARK:{args.block} -->", f"<!-- /BENCHMARK:{args.block} -->", block)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
