@@ -36,7 +36,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, cpu_seconds, keep, kept_provenance, load_kept, machine, over_seeds, write_block
+from provenance import (
+    code_version,
+    cpu_seconds,
+    keep,
+    kept_provenance,
+    load_kept,
+    machine,
+    over_seeds,
+    require_block,
+    usage_error,
+    write_block,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -82,6 +93,18 @@ def train(label: str, script: Path, flags: list[str]) -> dict:
     return out
 
 
+def arm_flags(args: argparse.Namespace, seed: int, arm: str, model: str = "") -> list[str]:
+    """The flags of one arm of one seed: "v0" on Moba5v5-v0, "a" surgery on ``model`` into Moba5v5-v1, "b" from
+    scratch on Moba5v5-v1. A kept result is reused only when its flags equal these."""
+    common = [*COMMON, *args.extra, "--seed", str(seed)]
+    if arm == "v0":
+        return [*NETWORK, *common, "--save-model", "--env-id", "Moba5v5-v0", "--total-timesteps", str(args.v0_steps)]
+    if arm == "a":
+        steps = ["--total-timesteps", str(args.surgery_steps)]
+        return [*common, "--checkpoint", model, "--env-id", "Moba5v5-v1", *steps, *shlex.split(args.surgery_flags)]
+    return [*NETWORK, *common, "--env-id", "Moba5v5-v1", "--total-timesteps", str(args.scratch_steps)]
+
+
 def first_reach(evals: list[dict], target: float) -> tuple[float, float, float]:
     """(steps, wall seconds, CPU seconds) of the first evaluation with mu >= target, or nans."""
     return next(((e["step"], e["time"], e["cpu"]) for e in evals if e["mu"] >= target), (np.nan,) * 3)
@@ -104,10 +127,9 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="flags for every run after the common ones, after --")
     args = parser.parse_args()
     if args.jobs < 1:
-        sys.exit("error: --jobs must be at least 1")
-
-    flags = [*COMMON, *args.extra]
-    surgery_flags = shlex.split(args.surgery_flags)
+        usage_error("--jobs must be at least 1")
+    begin, end = "<!-- BENCHMARK:rerun BEGIN -->", "<!-- BENCHMARK:rerun END -->"
+    require_block(args.doc, begin, end)
 
     def arm(seed: int, name: str, script: Path, run_flags: list[str]) -> dict | None:
         """The kept result of one arm of one seed if its flags match, else (unless --from-results) train it."""
@@ -124,27 +146,18 @@ def main() -> None:
         keep(path, out)
         return out
 
-    def v0_flags(seed: int) -> list[str]:
-        steps = ["--total-timesteps", str(args.v0_steps)]
-        return [*NETWORK, *flags, "--seed", str(seed), "--save-model", "--env-id", "Moba5v5-v0", *steps]
-
-    def a_flags(seed: int, model: str) -> list[str]:
-        steps = ["--total-timesteps", str(args.surgery_steps)]
-        return [*flags, "--seed", str(seed), "--checkpoint", model, "--env-id", "Moba5v5-v1", *steps, *surgery_flags]
-
     def chain(seed: int) -> tuple[dict | None, dict | None]:
         """v0, then (a) on its model; a kept (a) needs its v0's result, not its model file."""
-        v0 = arm(seed, "v0", PARENT, v0_flags(seed))
+        v0 = arm(seed, "v0", PARENT, arm_flags(args, seed, "v0"))
         if v0 is not None and not args.from_results and not (ROOT / v0["model"]).exists():
-            if load_kept(args.results / f"seed{seed}__a.json", flags=a_flags(seed, v0["model"])) is None:
+            if load_kept(args.results / f"seed{seed}__a.json", flags=arm_flags(args, seed, "a", v0["model"])) is None:
                 print(f"  seed {seed} v0: its model {v0['model']} is gone and (a) is missing: training v0 again")
                 (args.results / f"seed{seed}__v0.json").unlink()
-                v0 = arm(seed, "v0", PARENT, v0_flags(seed))
-        return v0, None if v0 is None else arm(seed, "a", SURGERY, a_flags(seed, v0["model"]))
+                v0 = arm(seed, "v0", PARENT, arm_flags(args, seed, "v0"))
+        return v0, None if v0 is None else arm(seed, "a", SURGERY, arm_flags(args, seed, "a", v0["model"]))
 
     def scratch(seed: int) -> dict | None:
-        steps = ["--total-timesteps", str(args.scratch_steps)]
-        return arm(seed, "b", PARENT, [*NETWORK, *flags, "--seed", str(seed), "--env-id", "Moba5v5-v1", *steps])
+        return arm(seed, "b", PARENT, arm_flags(args, seed, "b"))
 
     started = datetime.datetime.now(datetime.UTC)
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -153,7 +166,7 @@ def main() -> None:
         results = {seed: (*chains[seed].result(), scratches[seed].result()) for seed in args.seeds}
     done = {seed: runs for seed, runs in results.items() if None not in runs}
     if not done:
-        sys.exit(f"error: no seed has all three arms kept in {args.results}; run without --from-results first")
+        usage_error(f"no seed has all three arms kept in {args.results}; run without --from-results first")
     for seed, (_, surgery, scratch_run) in done.items():
         if surgery["references"] != scratch_run["references"]:  # both rate the same bots with the same seed
             sys.exit(f"seed {seed}: the arms rated the references differently; their TrueSkill is not comparable")
@@ -203,8 +216,9 @@ def main() -> None:
         f"`{os.path.relpath(args.results.resolve(), ROOT)}`, {kept_provenance(kept)}; this sitting started "
         f"{started:%H:%M} UTC.",
         "",
-        f"Command: `{command}` (flags of every run `{' '.join(flags)}`, network `{' '.join(NETWORK)}`, one torch "
-        'thread per run). A step moves every hero of one game; "—" means the arm never reached the target within its '
+        f"Command: `{command}` (flags of every run `{' '.join([*COMMON, *args.extra])}`, network "
+        f"`{' '.join(NETWORK)}`, one torch thread per run). "
+        'A step moves every hero of one game; "—" means the arm never reached the target within its '
         "budget (a seed without all three arms kept shows it in every row). CPU minutes are each run's own CPU time, "
         "the fair measure when runs share the cores.",
         "",
@@ -246,7 +260,6 @@ def main() -> None:
     print(f"wrote {args.plot}")
 
     image = os.path.relpath(args.plot, args.doc.parent)
-    begin, end = "<!-- BENCHMARK:rerun BEGIN -->", "<!-- BENCHMARK:rerun END -->"
     write_block(args.doc.resolve(), begin, end, f"{table}\n\n![TrueSkill against steps and CPU time]({image})")
 
 

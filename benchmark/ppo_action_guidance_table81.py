@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, keep, kept_provenance, load_kept, machine, write_block
+from provenance import code_version, keep, kept_provenance, load_kept, machine, usage_error, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_action_guidance.py"
@@ -154,7 +154,7 @@ def main() -> None:
         runs[job[:2]].append(kept)
     done = [kept for kept in found if kept is not None]
     if not done:
-        sys.exit(f"error: no kept results in {args.results} for these runs; run without --from-results first")
+        usage_error(f"no kept results in {args.results} for these runs; run without --from-results first")
     finished = datetime.datetime.now(datetime.UTC)
     wall = (finished - started).total_seconds()
 

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, keep, kept_provenance, load_kept, machine, write_block
+from provenance import code_version, keep, kept_provenance, load_kept, machine, require_block, usage_error, write_block
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.trueskill_league import speedup  # Equation 2, from the league helper
@@ -154,6 +154,9 @@ def main() -> None:
     groups = [g for g in args.groups if g != "team_spirit" or args.env_id.startswith(("Moba", "Vmas"))]
     if skipped := set(args.groups) - set(groups):
         print(f"skipped {sorted(skipped)}: {args.env_id} has one hero per side, so team spirit changes nothing")
+    begin, end = f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->"
+    if not args.no_docs:
+        require_block(DOC, begin, end)
 
     started = datetime.datetime.now(datetime.UTC)
     configs = {canonical(flags) for g in groups for _, flags in GROUPS[g][1]}
@@ -161,9 +164,9 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         curves = dict(zip(jobs, pool.map(lambda job: run_one(*job, args), jobs), strict=True))
     if missing := [job for job, kept in curves.items() if kept is None]:
-        sys.exit(
-            f"error: {len(missing)} of the {len(jobs)} runs are not kept in {args.results / args.env_id}; run "
-            "without --from-results first"
+        usage_error(
+            f"{len(missing)} of the {len(jobs)} runs are not kept in {args.results / args.env_id}; run without "
+            "--from-results first"
         )
     wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
 
@@ -241,7 +244,7 @@ def main() -> None:
     plot.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(plot, dpi=110)
     block = f"{table}\n\n![TrueSkill against versions, per ablation]({Path('img') / plot.name})"
-    write_block(DOC, f"<!-- BENCHMARK:{args.block} -->", f"<!-- /BENCHMARK:{args.block} -->", block)
+    write_block(DOC, begin, end, block)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

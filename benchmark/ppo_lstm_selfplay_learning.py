@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, cpu_seconds, machine, over_seeds, write_block
+from provenance import code_version, cpu_seconds, machine, over_seeds, require_block, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -106,8 +106,8 @@ def main() -> None:
     args = parser.parse_args()
     world = WORLDS[args.env_id]
     block = args.block or world["block"]
-    if not args.no_docs and f"<!-- BENCHMARK:{block} BEGIN -->" not in DOC.read_text():  # fail now, not after hours
-        sys.exit(f"error: {DOC.relative_to(ROOT)} has no BENCHMARK:{block} markers; add them or pass --no-docs")
+    if not args.no_docs:
+        require_block(DOC, f"<!-- BENCHMARK:{block} BEGIN -->", f"<!-- BENCHMARK:{block} END -->")
 
     started = datetime.datetime.now(datetime.UTC)
     version = code_version(SCRIPT, world["world"], "cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")

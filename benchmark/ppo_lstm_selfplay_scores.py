@@ -15,11 +15,10 @@ between the ``--block`` markers unless --no-docs.
 
 import argparse
 import datetime
-import sys
 from pathlib import Path
 
 import numpy as np
-from provenance import machine, write_block
+from provenance import machine, require_block, usage_error, write_block
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +32,7 @@ def late_scores(run: Path, fraction: float) -> tuple[dict[str, float], int, int,
     events.Reload()
     tags = [t for t in events.Tags()["scalars"] if t.startswith("scores/")]
     if not tags:
-        sys.exit(f"error: {run} has no scores/* in its TensorBoard events; pass a ppo_lstm_selfplay.py run directory")
+        usage_error(f"{run} has no scores/* in its TensorBoard events; pass a ppo_lstm_selfplay.py run directory")
     last = max(e.step for t in tags for e in events.Scalars(t))
 
     def late(tag: str) -> np.ndarray:
@@ -54,9 +53,12 @@ def main() -> None:
     args = parser.parse_args()
     labels = args.labels or [run.name for run in args.runs]
     if len(labels) != len(args.runs):
-        sys.exit(f"error: {len(labels)} --labels for {len(args.runs)} runs; give one label per run directory")
+        usage_error(f"{len(labels)} --labels for {len(args.runs)} runs; give one label per run directory")
     if missing := [str(run) for run in args.runs if not run.is_dir()]:
-        sys.exit(f"error: no such run directory: {', '.join(missing)}")
+        usage_error(f"no such run directory: {', '.join(missing)}")
+    begin, end = f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->"
+    if not args.no_docs:
+        require_block(DOC, begin, end)
 
     results = [late_scores(run, args.fraction) for run in args.runs]
     names = list(results[0][0])
@@ -86,7 +88,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
-        write_block(DOC, f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->", table)
+        write_block(DOC, begin, end, table)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -40,13 +42,26 @@ def over_seeds(values: list[float], spec: str = ".1f", scale: float = 1.0) -> st
     return f"{ok.mean():{spec}}{spread} ({ok.size}/{arr.size} seeds)"
 
 
+def usage_error(message: str) -> NoReturn:
+    """One line that says what to do, and exit code 2, as every cleanfive script does for a user's mistake."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def require_block(doc: Path, begin: str, end: str) -> None:
+    """Stop now, not after hours of training, when ``doc`` lacks the markers its table is to be written between."""
+    text = doc.read_text() if doc.exists() else ""
+    if begin not in text or end not in text:
+        usage_error(f"{doc} has no {begin} and {end} markers; add them first")
+
+
 def write_block(doc: Path, begin: str, end: str, text: str) -> None:
     """Replace what lies between the ``begin`` and ``end`` markers of ``doc`` by ``text``."""
     content = doc.read_text()
     doc.write_text(
         content[: content.index(begin)] + f"{begin}\n{text}\n{end}" + content[content.index(end) + len(end) :]
     )
-    print(f"wrote {doc.relative_to(ROOT)}")
+    print(f"wrote {doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc}")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -144,4 +144,79 @@ def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
     assert "| shaped reward (second baseline) | 10.00 ± 1.00 (2/3) / 10.00 ± 0.00 |" in result.stdout
     assert "from 2026-01-01 00:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
     result = subprocess.run([*cmd[:-3], "3"], capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 1 and "no kept results" in result.stderr
+    assert result.returncode == 2 and "no kept results" in result.stderr
+
+
+def test_rerun_tabulates_kept_arms(tmp_path):
+    """--from-results builds the rerun table from the kept arms alone: the target is (a)'s final mu, each arm's
+    first evaluation at or above it gives its steps and CPU time, and an (a) kept for another v0 model is not used."""
+    import argparse
+    import importlib.util
+    import json
+
+    sys.path.insert(0, str(ROOT / "benchmark"))  # the benchmark imports its provenance helper from its folder
+    spec = importlib.util.spec_from_file_location("rerun", ROOT / "benchmark" / "five_surgery_rerun.py")
+    rerun = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rerun)
+    defaults = argparse.Namespace(extra=[], v0_steps=2_500_000, surgery_steps=500_000, scratch_steps=3_000_000)
+    defaults.surgery_flags = "--add-inputs --add-actions"
+
+    def kept(arm, evals, model="runs/v0/model", seed=1, **fields):
+        result = {"flags": rerun.arm_flags(defaults, seed, arm, model), "cpu": evals[-1][1], "wall": evals[-1][0]}
+        result["evals"] = [{"time": t, "cpu": c, "step": s, "mu": mu} for t, c, s, mu in evals]
+        result |= {"model": model, "check": (0.0, 0.5), "references": {"push": 8.0, "random": 0.0}, "load": 1.0}
+        result |= {"code": "abc1234", "date": "2026-01-01 00:00 UTC", "machine": "test machine"} | fields
+        (tmp_path / f"seed{seed}__{arm}.json").write_text(json.dumps(result))
+
+    kept("v0", [(60, 50, 1_000_000, 3.0), (3000, 2400, 2_500_000, 9.0)])
+    kept("a", [(30, 20, 2048, 2.0), (300, 240, 250_000, 6.5), (600, 480, 500_000, 6.0)])
+    kept("b", [(1200, 1000, 1_000_000, 2.0), (2400, 2000, 2_000_000, 6.2), (3600, 3000, 3_000_000, 7.0)])
+    kept("v0", [(3000, 2400, 2_500_000, 9.0)], seed=2)  # seed 2 has no (a) and (b) yet
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- BENCHMARK:rerun BEGIN -->\n<!-- BENCHMARK:rerun END -->\n")
+    cmd = [sys.executable, str(ROOT / "benchmark" / "five_surgery_rerun.py"), "--from-results", "--seeds", "1", "2"]
+    cmd += ["--results", str(tmp_path), "--doc", str(doc), "--plot", str(tmp_path / "plot.png")]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "from 1 of 2 seeds with all three arms kept" in result.stdout
+    for row in [
+        "| target: final TrueSkill μ of (a) on Moba5v5-v1 | 6 | — |",
+        "| (a) surgery: M steps after the switch to reach it | 0.25 | — |",  # 6.5 at 250k is the first >= 6
+        "| (a) surgery: M steps in total (Moba5v5-v0 training included) | 2.75 | — |",
+        "| (b) from scratch: M steps to reach it | 2 | — |",
+        "| (b) steps ÷ (a) steps after the switch | 8 | — |",
+        "| (b) CPU minutes ÷ (a) CPU minutes in total | 0.758 | — |",  # 2000 / (240 + 2400)
+    ]:
+        assert row in result.stdout
+    assert "| target: final TrueSkill μ of (a) on Moba5v5-v1 | 6 | — |" in doc.read_text()
+    kept("a", [(600, 480, 500_000, 6.0)], model="runs/another/model")  # operated on another v0: not this seed's
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "no seed has all three arms kept" in result.stderr
+
+
+def test_ablations_tabulate_kept_curves(tmp_path):
+    """--from-results builds the ablation table from kept curves: speedup(T) is the baseline's versions to reach T
+    over the experiment's, and curves kept with another budget are not used."""
+    import json
+
+    curves = {"defaults": [0, 1, 2, 3], "policy-lag_1": [0, 2, 3, 3], "policy-lag_4": [0, 0, 0, 0]}
+    curves["policy-lag_8"] = curves["defaults"]
+    for name, mu in curves.items():
+        flags = [] if name == "defaults" else ["--policy-lag", name.rsplit("_", 1)[1]]
+        for seed in (1, 2):
+            result = {"versions": [1, 2, 3, 4], "mu": mu, "flags": flags, "extra": [], "updates": 4, "eval_every": 1}
+            result |= {"seed": seed, "wall": 60.0, "code": "abc1234", "date": "2026-01-01 00:00 UTC", "load": 1.0}
+            (tmp_path / "ConnectFour-v1").mkdir(exist_ok=True)
+            path = tmp_path / "ConnectFour-v1" / f"ablation_{name}__seed{seed}.json"
+            path.write_text(json.dumps(result | {"machine": "test machine"}))
+    cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_lstm_selfplay_ablations.py"), "--from-results", "--no-docs"]
+    cmd += ["--results", str(tmp_path), "--groups", "staleness", "--seeds", "1", "2", "--eval-every", "1"]
+    cmd += ["--thresholds", "2", "--updates"]
+    result = subprocess.run([*cmd, "4"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| staleness (policy lag, versions) | 0 (b) | 1.00 ± 0.00 (2/2) | 3.00 ± 0.00 |" in result.stdout
+    assert "| staleness (policy lag, versions) | 1 | 1.50 ± 0.00 (2/2) |" in result.stdout  # version 3 / version 2
+    assert "| staleness (policy lag, versions) | 4 | —, 2 never reached T |" in result.stdout
+    assert "| staleness (policy lag, versions) | 8 | 1.00 ± 0.00 (2/2) |" in result.stdout
+    result = subprocess.run([*cmd, "5"], capture_output=True, text=True, cwd=ROOT)  # another budget
+    assert result.returncode == 2 and "8 of the 8 runs are not kept" in result.stderr
