@@ -42,7 +42,6 @@ from provenance import (
     keep,
     kept_provenance,
     load_kept,
-    machine,
     over_seeds,
     require_block,
     usage_error,
@@ -62,6 +61,27 @@ CHECK_LINE = re.compile(r"^surgery .*max \|delta logits\| (?P<logits>\S+), .*sco
 NETWORK = ["--num-heroes", "3", "--hidden-size", "64"]
 COMMON = ["--num-envs", "32", "--num-steps", "64", "--eval-every", "10", "--eval-games", "32"]
 COMMON += ["--reference-games", "64", "--no-cuda", "--save-every", "0"]
+
+
+LABELS = [
+    ("target", "target: final TrueSkill μ of (a) on Moba5v5-v1"),
+    ("a_steps", "(a) surgery: M steps after the switch to reach it"),
+    ("a_total", "(a) surgery: M steps in total (Moba5v5-v0 training included)"),
+    ("b_steps", "(b) from scratch: M steps to reach it"),
+    ("ratio", "(b) steps ÷ (a) steps after the switch"),
+    ("ratio_total", "(b) steps ÷ (a) steps in total"),
+    ("a_cpu", "(a) CPU minutes after the switch"),
+    ("a_total_cpu", "(a) CPU minutes in total"),
+    ("b_cpu", "(b) CPU minutes"),
+    ("ratio_cpu", "(b) CPU minutes ÷ (a) CPU minutes in total"),
+    ("a_min", "(a) wall minutes after the switch"),
+    ("a_total_min", "(a) wall minutes in total"),
+    ("b_min", "(b) wall minutes"),
+    ("b_final", "final TrueSkill μ of (b)"),
+    ("v0_final", "final TrueSkill μ on Moba5v5-v0 (its own reference ratings)"),
+    ("delta", "surgery check: max abs Δlogits on recorded games"),
+    ("parity", "surgery check: score of operated vs unoperated"),
+]
 
 
 def train(label: str, script: Path, flags: list[str]) -> dict:
@@ -140,11 +160,9 @@ def main() -> None:
             return kept
         if args.from_results:
             return None
-        out = train(f"seed {seed} {name}", script, run_flags)
-        out |= {"seed": seed, "arm": name, "flags": run_flags, "code": code_version(*MEASURED), "machine": machine()}
-        out |= {"date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC", "load": os.getloadavg()[0]}
-        keep(path, out)
-        return out
+        code = code_version(*MEASURED)
+        out = train(f"seed {seed} {name}", script, run_flags) | {"seed": seed, "arm": name, "flags": run_flags}
+        return keep(path, out, code)
 
     def chain(seed: int) -> tuple[dict | None, dict | None]:
         """v0, then (a) on its model; a kept (a) needs its v0's result, not its model file."""
@@ -261,27 +279,6 @@ def main() -> None:
 
     image = os.path.relpath(args.plot, args.doc.parent)
     write_block(args.doc.resolve(), begin, end, f"{table}\n\n![TrueSkill against steps and CPU time]({image})")
-
-
-LABELS = [
-    ("target", "target: final TrueSkill μ of (a) on Moba5v5-v1"),
-    ("a_steps", "(a) surgery: M steps after the switch to reach it"),
-    ("a_total", "(a) surgery: M steps in total (Moba5v5-v0 training included)"),
-    ("b_steps", "(b) from scratch: M steps to reach it"),
-    ("ratio", "(b) steps ÷ (a) steps after the switch"),
-    ("ratio_total", "(b) steps ÷ (a) steps in total"),
-    ("a_cpu", "(a) CPU minutes after the switch"),
-    ("a_total_cpu", "(a) CPU minutes in total"),
-    ("b_cpu", "(b) CPU minutes"),
-    ("ratio_cpu", "(b) CPU minutes ÷ (a) CPU minutes in total"),
-    ("a_min", "(a) wall minutes after the switch"),
-    ("a_total_min", "(a) wall minutes in total"),
-    ("b_min", "(b) wall minutes"),
-    ("b_final", "final TrueSkill μ of (b)"),
-    ("v0_final", "final TrueSkill μ on Moba5v5-v0 (its own reference ratings)"),
-    ("delta", "surgery check: max abs Δlogits on recorded games"),
-    ("parity", "surgery check: score of operated vs unoperated"),
-]
 
 
 if __name__ == "__main__":

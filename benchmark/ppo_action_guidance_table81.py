@@ -25,7 +25,6 @@ which commits and dates its runs come from and how many of the asked runs it hol
 
 import argparse
 import datetime
-import os
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, keep, kept_provenance, load_kept, machine, usage_error, write_block
+from provenance import code_version, keep, kept_provenance, load_kept, usage_error, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "ppo_action_guidance.py"
@@ -96,13 +95,8 @@ def run_one(task: str, row: str, seed: int, steps: int, extra: list[str], result
         "seed": seed,
         "total_timesteps": steps,
         "extra": extra,
-        "code": code,
-        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        "machine": machine(),
-        "load": os.getloadavg()[0],
     }
-    keep(path, kept)
-    return kept
+    return keep(path, kept, code)
 
 
 def column(src: list[dict | None], key: str) -> list[float]:

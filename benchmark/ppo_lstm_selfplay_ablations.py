@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, keep, kept_provenance, load_kept, machine, require_block, usage_error, write_block
+from provenance import code_version, keep, kept_provenance, load_kept, require_block, usage_error, write_block
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.trueskill_league import speedup  # Equation 2, from the league helper
@@ -126,10 +126,8 @@ def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **threads})
     if result.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    kept = read_curve(flags, seed, args) | budget | {"seed": seed, "wall": time.time() - start, "code": code}
-    kept |= {"date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC", "machine": machine()}
-    kept["load"] = os.getloadavg()[0]
-    keep(path, kept)
+    kept = read_curve(flags, seed, args) | budget | {"seed": seed, "wall": time.time() - start}
+    kept = keep(path, kept, code)
     print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {kept['mu'][-1]:.2f}", flush=True)
     return kept
 

@@ -4,6 +4,7 @@ table goes.
 Imported by the scripts in this folder (run as ``python benchmark/<name>.py``, which puts this folder on the path).
 """
 
+import datetime
 import json
 import os
 import platform
@@ -78,12 +79,16 @@ def load_kept(path: Path, **expected) -> dict | None:
     return kept if all(kept.get(key) == value for key, value in expected.items()) else None
 
 
-def keep(path: Path, result: dict) -> None:
-    """Write ``result`` to ``path`` as JSON, atomically: an interrupted benchmark never leaves half a result."""
+def keep(path: Path, result: dict, code: str) -> dict:
+    """``result`` stamped with the code measured, the date, the machine and its load (what ``kept_provenance``
+    reads), written to ``path`` as JSON atomically: an interrupted benchmark never leaves half a result."""
+    result = result | {"code": code, "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"}
+    result |= {"machine": machine(), "load": os.getloadavg()[0]}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     tmp.replace(path)
+    return result
 
 
 def kept_provenance(kept: list[dict]) -> str:
