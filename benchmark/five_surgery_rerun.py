@@ -116,13 +116,24 @@ def train(label: str, script: Path, flags: list[str]) -> dict:
 def arm_flags(args: argparse.Namespace, seed: int, arm: str, model: str = "") -> list[str]:
     """The flags of one arm of one seed: "v0" on Moba5v5-v0, "a" surgery on ``model`` into Moba5v5-v1, "b" from
     scratch on Moba5v5-v1. A kept result is reused only when its flags equal these."""
-    common = [*COMMON, *args.extra, "--seed", str(seed)]
+    # the bot curriculum is annealed to 0 by the end of each run from scratch; (a) goes on from v0's end without it
+    bots = ["--bot-fraction", str(args.bot_fraction)] if args.bot_fraction > 0 and arm != "a" else []
+    common = [*COMMON, *bots, *args.extra, "--seed", str(seed)]
     if arm == "v0":
         return [*NETWORK, *common, "--save-model", "--env-id", "Moba5v5-v0", "--total-timesteps", str(args.v0_steps)]
     if arm == "a":
         steps = ["--total-timesteps", str(args.surgery_steps)]
         return [*common, "--checkpoint", model, "--env-id", "Moba5v5-v1", *steps, *shlex.split(args.surgery_flags)]
     return [*NETWORK, *common, "--env-id", "Moba5v5-v1", "--total-timesteps", str(args.scratch_steps)]
+
+
+def check_extra(extra: list[str]) -> None:
+    """Every flag after -- must exist in both scripts, which each see them: checked before hours of training."""
+    for script in (PARENT, SURGERY):
+        helptext = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True).stdout
+        names = {name.split("=")[0] for name in extra if name.startswith("--")}
+        if unknown := sorted(name for name in names if not re.search(rf"{re.escape(name)}\b", helptext)):
+            usage_error(f"{' '.join(unknown)} after -- is not a flag of {script.name}, and every run gets those flags")
 
 
 def first_reach(evals: list[dict], target: float) -> tuple[float, float, float]:
@@ -137,6 +148,13 @@ def main() -> None:
     parser.add_argument("--surgery-steps", type=int, default=500_000, help="(a): training after surgery on v1")
     parser.add_argument("--scratch-steps", type=int, default=3_000_000, help="(b): training from scratch on v1")
     parser.add_argument("--surgery-flags", default="--add-inputs --add-actions", help="operations for (a)")
+    parser.add_argument(
+        "--bot-fraction",
+        type=float,
+        default=0.2,
+        help="bot curriculum of the runs from scratch, v0 and (b) (ppo_lstm_selfplay.py --bot-fraction; annealed "
+        "to 0 by their end); (a) continues v0 in self-play only, five_surgery.py has no curriculum",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time ((b) beside the v0 -> (a) chains)")
     parser.add_argument("--from-results", action="store_true", help="build the table from the kept results only")
     parser.add_argument(
@@ -148,6 +166,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.jobs < 1:
         usage_error("--jobs must be at least 1")
+    if not 0 <= args.bot_fraction <= 1:
+        usage_error("--bot-fraction must be in [0, 1]")
+    if not args.from_results:
+        check_extra(args.extra)
     begin, end = "<!-- BENCHMARK:rerun BEGIN -->", "<!-- BENCHMARK:rerun END -->"
     require_block(args.doc, begin, end)
 
@@ -223,7 +245,7 @@ def main() -> None:
     command = (
         f"uv run --all-extras python benchmark/{Path(__file__).name} --seeds {' '.join(map(str, args.seeds))} "
         f"--v0-steps {args.v0_steps} --surgery-steps {args.surgery_steps} --scratch-steps {args.scratch_steps} "
-        f"--surgery-flags '{args.surgery_flags}'"
+        f"--surgery-flags '{args.surgery_flags}' --bot-fraction {args.bot_fraction}"
         + (" --from-results" if args.from_results else f" --jobs {args.jobs}")
         + (f" -- {' '.join(shlex.quote(f) for f in args.extra)}" if args.extra else "")
     )
@@ -235,7 +257,9 @@ def main() -> None:
         f"{started:%H:%M} UTC.",
         "",
         f"Command: `{command}` (flags of every run `{' '.join([*COMMON, *args.extra])}`, network "
-        f"`{' '.join(NETWORK)}`, one torch thread per run). "
+        f"`{' '.join(NETWORK)}`, one torch thread per run"
+        + (f"; v0 and (b) also `--bot-fraction {args.bot_fraction}`, (a) none" if args.bot_fraction > 0 else "")
+        + "). "
         'A step moves every hero of one game; "—" means the arm never reached the target within its '
         "budget (a seed without all three arms kept shows it in every row). CPU minutes are each run's own CPU time, "
         "the fair measure when runs share the cores.",

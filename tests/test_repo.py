@@ -159,7 +159,7 @@ def test_rerun_tabulates_kept_arms(tmp_path):
     rerun = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rerun)
     defaults = argparse.Namespace(extra=[], v0_steps=2_500_000, surgery_steps=500_000, scratch_steps=3_000_000)
-    defaults.surgery_flags = "--add-inputs --add-actions"
+    defaults.surgery_flags, defaults.bot_fraction = "--add-inputs --add-actions", 0.2
 
     def kept(arm, evals, model="runs/v0/model", seed=1, **fields):
         result = {"flags": rerun.arm_flags(defaults, seed, arm, model), "cpu": evals[-1][1], "wall": evals[-1][0]}
@@ -192,6 +192,11 @@ def test_rerun_tabulates_kept_arms(tmp_path):
     kept("a", [(600, 480, 500_000, 6.0)], model="runs/another/model")  # operated on another v0: not this seed's
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "no seed has all three arms kept" in result.stderr
+    # a flag after -- that one of the two scripts lacks stops the run before any training
+    bad = [*cmd[:2], "--seeds", "3", *cmd[6:], "--", "--bot-fraction", "0.2"]
+    result = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "--bot-fraction after -- is not a flag of five_surgery.py" in result.stderr
+    assert not (tmp_path / "seed3__v0.json").exists()
 
 
 def test_ablations_tabulate_kept_curves(tmp_path):
