@@ -191,7 +191,10 @@ def main() -> None:
         v0 = arm(seed, "v0", PARENT, arm_flags(args, seed, "v0"))
         if v0 is not None and not args.from_results and not (ROOT / v0["model"]).exists():
             if load_kept(args.results / f"seed{seed}__a.json", flags=arm_flags(args, seed, "a", v0["model"])) is None:
-                print(f"  seed {seed} v0: its model {v0['model']} is gone and (a) is missing: training v0 again")
+                print(
+                    f"  seed {seed} v0: its model {v0['model']} is gone and (a) is missing: training v0 again",
+                    flush=True,
+                )
                 (args.results / f"seed{seed}__v0.json").unlink()
                 v0 = arm(seed, "v0", PARENT, arm_flags(args, seed, "v0"))
         return v0, None if v0 is None else arm(seed, "a", SURGERY, arm_flags(args, seed, "a", v0["model"]))
