@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -111,9 +112,9 @@ def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict
     this budget; else, unless --from-results, train it for args.updates versions and keep its curve."""
     path = args.results / args.env_id / f"{run_name(flags)}__seed{seed}.json"
     budget = {"flags": list(flags), "extra": args.extra, "updates": args.updates, "eval_every": args.eval_every}
-    kept = load_kept(path, **budget)
+    label, kept = f"{' '.join(flags) or 'defaults'} seed {seed}", load_kept(path, **budget)
     if kept is not None:
-        print(f"  {' '.join(flags) or 'defaults'} seed {seed}: kept from {kept['date']} (commit {kept['code']})")
+        print(f"  {label}: kept from {kept['date']} (commit {kept['code']})", flush=True)
         return kept
     if args.from_results:
         return None
@@ -123,12 +124,17 @@ def run_one(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict
     cmd += ["--save-every", "0", "--exp-name", run_name(flags)]
     threads = {"OMP_NUM_THREADS": "1"} if args.jobs > 1 else {}  # parallel runs: one torch thread each
     code, start = code_version(SCRIPT, "cleanfive/envs", "cleanfive/trueskill_league.py"), time.time()
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **threads})
-    if result.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
+    env, tail = {**os.environ, **threads}, deque(maxlen=40)
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        for line in proc.stdout:
+            tail.append(line)
+            if line.startswith("eval "):  # progress: one line per TrueSkill evaluation
+                print(f"  {label}: {line.strip()}", flush=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{''.join(tail)}")
     kept = read_curve(flags, seed, args) | budget | {"seed": seed, "wall": time.time() - start}
     kept = keep(path, kept, code)
-    print(f"  {' '.join(flags) or 'defaults'} seed {seed}: final mu {kept['mu'][-1]:.2f}", flush=True)
+    print(f"  {label}: final mu {kept['mu'][-1]:.2f}", flush=True)
     return kept
 
 
