@@ -158,6 +158,9 @@ def main() -> None:
     groups = [g for g in args.groups if g != "team_spirit" or args.env_id.startswith(("Moba", "Vmas"))]
     if skipped := set(args.groups) - set(groups):
         print(f"skipped {sorted(skipped)}: {args.env_id} has one hero per side, so team spirit changes nothing")
+    varied = {flag for g in groups for _, flags in GROUPS[g][1] for flag in flags[::2]}
+    if clash := sorted(varied & set(args.extra)):  # extra flags come last on the command line and would win
+        usage_error(f"{' '.join(clash)} after -- would override what --groups {' '.join(groups)} varies; drop it")
     begin, end = f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->"
     if not args.no_docs:
         require_block(DOC, begin, end)

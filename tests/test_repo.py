@@ -225,3 +225,5 @@ def test_ablations_tabulate_kept_curves(tmp_path):
     assert "| staleness (policy lag, versions) | 8 | 1.00 ± 0.00 (2/2) |" in result.stdout
     result = subprocess.run([*cmd, "5"], capture_output=True, text=True, cwd=ROOT)  # another budget
     assert result.returncode == 2 and "8 of the 8 runs are not kept" in result.stderr
+    result = subprocess.run([*cmd, "4", "--", "--policy-lag", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "--policy-lag after -- would override" in result.stderr  # not every arm lag 2
