@@ -241,9 +241,12 @@ def main() -> None:
     for ax, (g, label, per_step) in zip(axes[0], views, strict=True):
         for name, flags in GROUPS[g][1]:
             runs = [curve(flags, seed, per_step) for seed in args.seeds]
-            ax.plot(runs[0][0], np.mean([mu for _, mu in runs], 0), label=name)
+            mus = np.array([mu for _, mu in runs])
+            (line,) = ax.plot(runs[0][0], mus.mean(0), label=name)
+            ax.fill_between(runs[0][0], mus.min(0), mus.max(0), color=line.get_color(), alpha=0.15, linewidth=0)
         xlabel = "gradient steps (versions × passes)" if per_step else "versions (PPO updates)"
-        ax.set(title=label, xlabel=xlabel, ylabel=f"mean TrueSkill μ ({len(args.seeds)} seeds)")
+        ylabel = f"TrueSkill μ, mean of {len(args.seeds)} seeds (band: min to max)"
+        ax.set(title=label, xlabel=xlabel, ylabel=ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
