@@ -159,7 +159,8 @@ def main() -> None:
     if skipped := set(args.groups) - set(groups):
         print(f"skipped {sorted(skipped)}: {args.env_id} has one hero per side, so team spirit changes nothing")
     varied = {flag for g in groups for _, flags in GROUPS[g][1] for flag in flags[::2]}
-    if clash := sorted(varied & set(args.extra)):  # extra flags come last on the command line and would win
+    # extra flags come last on the command line and would win, also as --flag=value
+    if clash := sorted(varied & {arg.split("=")[0] for arg in args.extra}):
         usage_error(f"{' '.join(clash)} after -- would override what --groups {' '.join(groups)} varies; drop it")
     begin, end = f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->"
     if not args.no_docs:
