@@ -1,9 +1,8 @@
 """Throughput of cleanfive/cleanba_impala.py: Cleanba's asynchronous schedule vs the same algorithm with --sync.
 
-Runs the script for ``--total-timesteps`` in each mode, alternating async, sync, ... (``--repeats`` times each, same
-seed), and reports from the final line each run prints the steps per second of each mode, their ratio, whether the
-repeats of a mode ended with bit-identical parameters, and the CPU time per second of wall time each run had (2.0 =
-both cores of a 2-core machine). Writes the table into docs/cleanba_impala.md unless --no-docs.
+Runs both modes alternately (``--repeats`` times each, same seed) and tabulates, from the final line each run prints,
+the steps per second, their ratio, whether a mode's repeats ended with bit-identical parameters, and the CPU cores
+each run had (CPU time / wall time). Writes the table into docs/cleanba_impala.md unless --no-docs.
 
     uv run --all-extras python benchmark/cleanba_impala_async_vs_sync.py --total-timesteps 4096 --no-docs
 """

@@ -1,12 +1,9 @@
 """Learning curves of cleanfive/cleanba_impala.py on Breakout-v5 with its default settings, several seeds.
 
-Runs the script once per seed (one after the other, so each run has the whole machine), under
-benchmark/out/cleanba_impala_breakout/seed<N>/, reads the episodic returns from each run's TensorBoard file and
-the final line it prints, and reports per seed and across seeds: games played, the mean return of the last 100
-games, the best 100-game mean, wall time and steps per second. Writes a return-vs-steps plot and the table into
-docs/cleanba_impala.md between the BENCHMARK:breakout markers unless --no-docs.
+Runs one seed after the other (each has the whole machine) under benchmark/out/cleanba_impala_breakout/, and
+tabulates per seed and across seeds the games played, the mean return of the last 100 games, the best 100-game mean,
+wall time and steps per second. Writes a return-vs-steps plot and the table into docs/cleanba_impala.md.
 
-    uv run --all-extras python benchmark/cleanba_impala_breakout.py                     # 3 seeds x 2M steps (hours)
     uv run --all-extras python benchmark/cleanba_impala_breakout.py --total-timesteps 2048 --no-docs   # a smoke run
 """
 
@@ -66,34 +63,23 @@ def main() -> None:
         ("wall time of the training loop (min)", [r["wall"] for r in runs.values()], ".1f", 60.0),
         ("steps per second", [r["sps"] for r in runs.values()], ".0f", 1.0),
     ]
-    lines = [
-        *pv.header(
-            PARSER,
-            args,
-            code,
-            f"; 1-minute load average before the runs: {load_before:.2f}.",
-            " (seeds run one after the other; each has the whole machine). Returns are real game scores "
-            "(unclipped, all lives).",
-        ),
-        *pv.seed_table(args.seeds, rows),
-    ]
-    table = "\n".join(lines)
+    note = " (seeds run one after the other; each has the whole machine). Returns are real game scores (unclipped, all "
+    source = f"; 1-minute load average before the runs: {load_before:.2f}."
+    table = "\n".join(
+        [*pv.header(PARSER, args, code, source, note + "lives)."), *pv.seed_table(args.seeds, rows, counts=False)]
+    )
     print(table)
     if args.no_docs:
         return
 
-    fig, ax = pv.pyplot().subplots(figsize=(7, 4))
+    fig, ax = pv.subplots(figsize=(7, 4))
     for seed, r in runs.items():
         ax.plot(r["steps"] / 1e6, moving_mean(r["returns"]), label=f"seed {seed}")
     ax.set(xlabel="environment steps (millions)", ylabel=f"episodic return (mean of {WINDOW} games)")
     ax.set_title("cleanba_impala.py on Breakout-v5")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
-    pv.write_block(
-        DOC, "breakout", f"{table}\n\n![Breakout-v5 episodic return against environment steps](img/{PLOT.name})"
-    )
+    pv.save_plot(fig, PLOT)
+    image = f"![Breakout-v5 episodic return against environment steps](img/{PLOT.name})"
+    pv.write_block(DOC, "breakout", f"{table}\n\n{image}")
 
 
 if __name__ == "__main__":

@@ -41,25 +41,7 @@ CHECK_LINE = re.compile(r"^surgery .*max \|delta logits\| (?P<logits>\S+), .*sco
 NETWORK = ["--num-heroes", "3", "--hidden-size", "64"]
 COMMON = ["--num-envs", "32", "--num-steps", "64", "--eval-every", "10", "--eval-games", "32"]
 COMMON += ["--reference-games", "64", "--no-cuda", "--save-every", "0"]
-LABELS = {
-    "target": "target: final TrueSkill μ of (a) on Moba5v5-v1",
-    "a_steps": "(a) surgery: M steps after the switch to reach it",
-    "a_total": "(a) surgery: M steps in total (Moba5v5-v0 training included)",
-    "b_steps": "(b) from scratch: M steps to reach it",
-    "ratio": "(b) steps ÷ (a) steps after the switch",
-    "ratio_total": "(b) steps ÷ (a) steps in total",
-    "a_cpu": "(a) CPU minutes after the switch",
-    "a_total_cpu": "(a) CPU minutes in total",
-    "b_cpu": "(b) CPU minutes",
-    "ratio_cpu": "(b) CPU minutes ÷ (a) CPU minutes in total",
-    "a_min": "(a) wall minutes after the switch",
-    "a_total_min": "(a) wall minutes in total",
-    "b_min": "(b) wall minutes",
-    "b_final": "final TrueSkill μ of (b)",
-    "v0_final": "final TrueSkill μ on Moba5v5-v0 (its own reference ratings)",
-    "delta": "surgery check: max abs Δlogits on recorded games",
-    "parity": "surgery check: score of operated vs unoperated",
-}
+TARGET = "target: final TrueSkill μ of (a) on Moba5v5-v1"
 PARSER = pv.parser(__file__, __doc__, docs=False, results="rerun")
 PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
 PARSER.add_argument("--v0-steps", type=int, default=2_500_000, help="training on Moba5v5-v0 before the switch")
@@ -131,23 +113,31 @@ def chain(args: argparse.Namespace, seed: int) -> tuple[dict | None, dict | None
 
 
 def reach(v0: dict, a: dict, b: dict) -> dict[str, float]:
-    """The table's values of one seed: (a)'s final mu as the target, and when each arm first reached it."""
+    """The table's rows for one seed: (a)'s final mu as the target, and when each arm first reached it."""
     target = a["evals"][-1]["mu"]
     a_at, b_at = pv.first_reach(a["evals"], "mu", target), pv.first_reach(b["evals"], "mu", target)
     a_steps, a_time, a_cpu = (a_at.get(key, np.nan) for key in ("step", "time", "cpu"))
     b_steps, b_time, b_cpu = (b_at.get(key, np.nan) for key in ("step", "time", "cpu"))
-    v0_steps = v0["evals"][-1]["step"]
-    values = {
-        "target": target,
-        "a_steps": a_steps / 1e6,
-        "a_total": (a_steps + v0_steps) / 1e6,
-        "b_steps": b_steps / 1e6,
+    v0_steps, v0_cpu = v0["evals"][-1]["step"], v0["cpu"]
+    return {
+        TARGET: target,
+        "(a) surgery: M steps after the switch to reach it": a_steps / 1e6,
+        "(a) surgery: M steps in total (Moba5v5-v0 training included)": (a_steps + v0_steps) / 1e6,
+        "(b) from scratch: M steps to reach it": b_steps / 1e6,
+        "(b) steps ÷ (a) steps after the switch": b_steps / a_steps,
+        "(b) steps ÷ (a) steps in total": b_steps / (a_steps + v0_steps),
+        "(a) CPU minutes after the switch": a_cpu / 60,
+        "(a) CPU minutes in total": (a_cpu + v0_cpu) / 60,
+        "(b) CPU minutes": b_cpu / 60,
+        "(b) CPU minutes ÷ (a) CPU minutes in total": b_cpu / (a_cpu + v0_cpu),
+        "(a) wall minutes after the switch": a_time / 60,
+        "(a) wall minutes in total": (a_time + v0["wall"]) / 60,
+        "(b) wall minutes": b_time / 60,
+        "final TrueSkill μ of (b)": b["evals"][-1]["mu"],
+        "final TrueSkill μ on Moba5v5-v0 (its own reference ratings)": v0["evals"][-1]["mu"],
+        "surgery check: max abs Δlogits on recorded games": a["check"][0],
+        "surgery check: score of operated vs unoperated": a["check"][1],
     }
-    values |= {"ratio": b_steps / a_steps, "ratio_total": b_steps / (a_steps + v0_steps), "a_cpu": a_cpu / 60}
-    values |= {"a_total_cpu": (a_cpu + v0["cpu"]) / 60, "b_cpu": b_cpu / 60, "ratio_cpu": b_cpu / (a_cpu + v0["cpu"])}
-    values |= {"a_min": a_time / 60, "a_total_min": (a_time + v0["wall"]) / 60, "b_min": b_time / 60}
-    values |= {"b_final": b["evals"][-1]["mu"], "v0_final": v0["evals"][-1]["mu"]}
-    return values | {"delta": a["check"][0], "parity": a["check"][1]}
 
 
 def main() -> None:
@@ -173,7 +163,7 @@ def main() -> None:
         if a["references"] != b["references"]:  # both rate the same bots with the same seed
             sys.exit(f"seed {seed}: the arms rated the references differently; their TrueSkill is not comparable")
     values = {seed: reach(*done[seed]) if seed in done else {} for seed in args.seeds}
-    rows = {key: [values[seed].get(key, np.nan) for seed in args.seeds] for key in LABELS}
+    rows = [(label, [values[s].get(label, np.nan) for s in args.seeds], ".3g", 1.0) for label in values[min(done)]]
 
     source = f" from {len(done)} of {len(args.seeds)} seeds with all three arms kept in "
     source += f"`{os.path.relpath(args.results.resolve(), pv.ROOT)}`, "
@@ -188,12 +178,12 @@ def main() -> None:
     )
     lines = [
         *pv.header(PARSER, args, None, source, note),
-        *pv.seed_table(args.seeds, [(label, rows[key], ".3g", 1.0) for key, label in LABELS.items()]),
+        *pv.seed_table(args.seeds, rows),
     ]
     table = "\n".join(lines)
     print(table)
 
-    fig, axes = pv.pyplot().subplots(1, 2, figsize=(11, 4))
+    fig, axes = pv.subplots(1, 2, figsize=(11, 4))
     for i, (seed, (v0, a, b)) in enumerate(done.items()):
         for ax, key, scale in ((axes[0], "step", 1e6), (axes[1], "cpu", 60)):
             shift = v0["evals"][-1]["step"] / 1e6 if key == "step" else v0["cpu"] / 60  # (a) goes on from v0's end
@@ -204,7 +194,7 @@ def main() -> None:
             ]:
                 x, mu = [e[key] / scale + x0 for e in run["evals"]], [e["mu"] for e in run["evals"]]
                 ax.plot(x, mu, style, color=f"C{i}", label=f"seed {seed} {name}")
-            ax.axhline(values[seed]["target"], color=f"C{i}", lw=0.5)
+            ax.axhline(values[seed][TARGET], color=f"C{i}", lw=0.5)
     axes[0].set(xlabel="environment steps (M), (a) after its Moba5v5-v0 training (dotted)", ylabel="TrueSkill μ")
     axes[1].set(xlabel="CPU time of the run (minutes, one torch thread)", ylabel="TrueSkill μ")
     fig.suptitle("Moba5v5-v1: surgery from a Moba5v5-v0 model (a) against training from scratch (b)")

@@ -1,12 +1,9 @@
 """Game-only speed of the built-in lane game (cleanfive/envs/moba.py) with random legal actions.
 
-For each batch size E, steps E games with uniformly random legal actions for every hero for a fixed wall-clock
-budget and reports hero-steps per second (E x 2 sides x N heroes per step): once counting ``env.step`` only, once
-including the drawing of the random actions. With ``--processes P``, P independent processes each run the batch
-and their throughputs are summed (the game itself is single-threaded NumPy). Then, unless ``--train-updates 0``,
-runs cleanfive/ppo_lstm_selfplay.py at its defaults on the same world (E = 64 games) for that many updates and
-reports its end-to-end training throughput beside the game-only figure. Writes the table into docs/moba.md
-between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot game to docs/img/moba_frame.png.
+For each batch size E, steps E games with random legal actions for ``--seconds`` and reports hero-steps per second
+(E x 2 sides x N heroes per step), counting ``env.step`` alone and with the action sampling; ``--processes P`` sums P
+independent processes. Then (unless ``--train-updates 0``) it measures cleanfive/ppo_lstm_selfplay.py training at
+its defaults on the same world. Writes the table into docs/moba.md and, with ``--frame``, docs/img/moba_frame.png.
 
     uv run --all-extras python benchmark/moba_speed.py --batch-sizes 64 256 1024 4096 --seconds 10 --frame
 """
@@ -76,7 +73,9 @@ def save_frame(env_id: str, steps: int) -> None:
     rng = np.random.default_rng(0)
     for _ in range(steps):
         env.step(np.stack([bot_actions("lasthit", env, 0, rng), bot_actions("push", env, 1, rng)], 1))
-    pv.pyplot().imsave(FRAME, env.render(0).repeat(2, 0).repeat(2, 1))  # 512 x 512, nearest-neighbour
+    from matplotlib.image import imsave
+
+    imsave(FRAME, env.render(0).repeat(2, 0).repeat(2, 1))  # 512 x 512, nearest-neighbour
     print(f"wrote {FRAME.relative_to(pv.ROOT)} (step {steps})")
 
 
@@ -88,26 +87,17 @@ def main() -> None:
     code, rows = pv.code_version("cleanfive/envs/moba.py"), []
     for num_envs in args.batch_sizes:
         jobs = [(args.env_id, num_envs, args.num_heroes, args.seconds, args.seed + i) for i in range(args.processes)]
-        if args.processes == 1:
-            results = [measure(*jobs[0])]
-        else:
-            with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
-                results = pool.starmap(measure, jobs)
+        with multiprocessing.get_context("spawn").Pool(args.processes) as pool:  # each in a fresh process
+            results = pool.starmap(measure, jobs)
         hero_steps = [num_envs * 2 * args.num_heroes * steps for _, _, steps in results]
         game_only = sum(h / in_step for h, (in_step, _, _) in zip(hero_steps, results, strict=True))
         with_actions = sum(h / total for h, (_, total, _) in zip(hero_steps, results, strict=True))
         rows.append((num_envs, sum(s for _, _, s in results), game_only, with_actions))
         print(f"E={num_envs}: {game_only:,.0f} hero-steps/s game only, {with_actions:,.0f} with action sampling")
 
+    note = f" ({args.env_id}, N = {args.num_heroes} heroes per side, {args.processes} process(es), {args.seconds:g} s "
     lines = [
-        *pv.header(
-            PARSER,
-            args,
-            code,
-            f", NumPy {np.__version__}.",
-            f" ({args.env_id}, N = {args.num_heroes} heroes "
-            f"per side, {args.processes} process(es), {args.seconds:g} s per batch size; random legal actions).",
-        ),
+        *pv.header(PARSER, args, code, f", NumPy {np.__version__}.", note + "per batch size; random legal actions)."),
         "| batch size E | steps | hero-steps/s, game only | hero-steps/s, with action sampling |",
         "|---|---|---|---|",
         *(f"| {e} | {s} | {g:,.0f} | {w:,.0f} |" for e, s, g, w in rows),

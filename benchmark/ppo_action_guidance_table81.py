@@ -1,26 +1,17 @@
 """Table 8.1 of Huang's thesis (action guidance vs sparse and shaped rewards, with and without PLO) with
-cleanfive/ppo_action_guidance.py on the real Gym-µRTS, at a CPU budget.
+cleanfive/ppo_action_guidance.py on the real Gym-µRTS, at a CPU budget (--total-timesteps per run, 1% of the thesis'
+10M by default; the shift and adaptation periods are fractions of it).
 
-Runs every strategy of Table 8.1 (sparse, sparse w/ PLO, shaped, and action guidance with long adaptation, mixed
-policy and short adaptation, each with and without PLO) on the three tasks for several seeds, each as a subprocess of
-the script, parses its final `summary` line, and prints "ours / thesis" in every cell: the sparse return (R_M) of the
-last 10 training episodes, mean ± std over seeds, as in Table 8.1; then, ours only, the final evaluation (the agent as
-it acts at the end of training) and t_first. Writes the tables into docs/ppo_action_guidance.md unless --no-docs.
-
-Budget: the thesis trained 10M steps per run; here every run gets --total-timesteps (default 100,000, i.e. 1%). The
-shift and adaptation periods are fractions of each run's budget (the script's presets), so they shrink with it; game
-lengths stay the thesis'. The default (9 strategies x 3 tasks x 3 seeds = 81 runs, --jobs 2) took 5.1 run-hours,
-about 2.5-3 hours on a 2-core machine.
-
-Every finished run is kept as JSON under --results (committed) with its commit, date and machine. A rerun reuses the
-files whose budget and extra flags match and trains only the missing runs; --from-results builds the table from the
-files alone, and says which commits and dates its runs come from and how many of the asked runs it holds.
+Runs every row of Table 8.1 on the three tasks for several seeds, each as a subprocess, and tabulates "ours / thesis"
+from the final `summary` lines: the sparse return of the last 10 training episodes; then, ours only, the final
+evaluation, t_first, PLO's skipped updates and the speed. Each run is kept as JSON under --results (committed); a
+rerun trains only the missing runs, and --from-results tabulates the kept ones alone. Writes the tables into
+docs/ppo_action_guidance.md unless --no-docs.
 
     uv run --all-extras python benchmark/ppo_action_guidance_table81.py --seeds 1 2 3 --jobs 2
 """
 
 import argparse
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -113,7 +104,8 @@ def main() -> None:
         return [mean_std([kept.get(key, np.nan) for kept in runs[(task, row)]], digits, unit) for task in args.tasks]
 
     walls = [kept["wall"] / 60 for kept in done]
-    where = os.path.relpath(args.results.resolve(), pv.ROOT)
+    where = args.results.resolve()
+    where = where.relative_to(pv.ROOT) if where.is_relative_to(pv.ROOT) else where
     source = f" from {len(done)} of the {len(jobs)} runs asked for, kept in `{where}` and "
     source += f"{pv.kept_provenance(done)}; {min(walls):.1f}-{max(walls):.1f} min per run, {sum(walls) / 60:.1f} "
     source += f"run-hours in all; this sitting {(time.time() - started) / 60:.0f} min"

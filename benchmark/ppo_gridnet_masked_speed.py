@@ -1,11 +1,8 @@
 """Training speed of cleanfive/ppo_gridnet_masked.py at its default settings, beside the speed of µRTS alone.
 
-Runs the script with its defaults (16x16 basesWorkers, 2 self-play + 2 CoacAI environments, 256 steps per rollout)
-for ``--updates`` updates without the final evaluation, once per ``--torch-threads`` value, and reads the SPS of its
-final `summary` line. Then steps the same four games with uniformly random legal actions (no network) for
-``--seconds`` and reports that too, so the table shows how much of the time goes into the game and how much into
-the network. Every measurement runs in its own subprocess (the JVM starts once per process), one after the other,
-``--repeats`` times in alternation. Writes the table into docs/ppo_gridnet_masked.md unless --no-docs.
+Runs the script at its defaults for ``--updates`` updates once per ``--torch-threads`` value (the SPS of its final
+`summary` line), then steps the same four games with random legal actions for ``--seconds``, each in its own process
+(one JVM each), ``--repeats`` times in alternation. Writes the table into docs/ppo_gridnet_masked.md.
 
     uv run --all-extras python benchmark/ppo_gridnet_masked_speed.py --updates 8 --torch-threads 1 2 --repeats 2
 """

@@ -1,14 +1,10 @@
 """Table 7.2 of Huang's thesis (invalid action masking vs penalties vs naive masking vs masking removed) with
 cleanfive/ppo_gridnet_masked.py on the real Gym-µRTS, at a CPU budget.
 
-The task: harvest resources for player 0 (reward weights 0 1 0 0 0 0), against the passive bot, on the basesWorkers
-maps (one base and one worker per side, the worker next to a resource pile). Runs every strategy x map x seed as a
-subprocess of the script, parses its final `summary` line, and prints a markdown table in the thesis' columns with
-"ours / thesis" in every cell: r_episode (mean return of the last 10 training episodes), a_null, a_busy, a_owner
-(Gridnet analogues, per episode), t_solve (% of the budget until the mean of the last 10 returns reaches 40;
-solved seeds only, with how many solved), t_first (% of the budget until the first positive reward). "Masking
-removed" is the masking agent evaluated at the end without its mask. Writes the table into
-docs/ppo_gridnet_masked.md between the BENCHMARK:table72 markers unless --no-docs.
+The task: harvest resources (reward weights 0 1 0 0 0 0) against the passive bot on the basesWorkers maps. Runs
+every strategy x map x seed as a subprocess, parses its final `summary` line and tabulates "ours / thesis" in the
+thesis' columns ("Masking removed": the masking agent evaluated without its mask). Writes the table into
+docs/ppo_gridnet_masked.md unless --no-docs.
 
     uv run --all-extras python benchmark/ppo_gridnet_masked_table72.py --maps 4x4 10x10 --seeds 1 2 3
 """
@@ -67,9 +63,8 @@ def run_one(size: str, strategy: str, penalty: float | None, seed: int, steps: i
     cmd += ["--quiet", *(["--invalid-penalty", str(penalty)] if penalty is not None else []), *extra]
     start = time.time()
     row = {k: float(v) for k, v in pv.last_line(cmd, "summary ").items() if k != "strategy"}
-    print(
-        f"  {size} {strategy} {penalty} seed {seed}: r={row['r_episode']:.2f} t_solve={row['t_solve']:.3g}", flush=True
-    )
+    label = f"{size} {strategy} {penalty} seed {seed}"
+    print(f"  {label}: r={row['r_episode']:.2f} t_solve={row['t_solve']:.3g}", flush=True)
     return row | {"wall": time.time() - start}
 
 
@@ -88,7 +83,6 @@ def cell(values: list[float], thesis: float | None, percent: bool = False, solve
 
 def main() -> None:
     args = PARSER.parse_args()
-
     code, started = pv.code_version(SCRIPT, "cleanfive/envs/microrts.py"), time.time()
     configs = [("masking", None), ("naive", None)] + [("penalty", penalty) for penalty in PENALTIES]
     jobs = [(size, *config, seed) for size in args.maps for config in configs for seed in args.seeds]
@@ -123,12 +117,9 @@ def main() -> None:
             key = prefix + ("return" if prefix and name == "r_episode" else name)
             values = [np.nan if masked and name.startswith("a_") else r.get(key, np.nan) for r in src]
             cells.append(cell(values, thesis[i], name.startswith("t_"), solved=name == "t_solve" and not prefix))
-        invalid = [r[prefix + "invalid"] for r in src]
-        lines.append(
-            f"| {LABELS[strategy]} | {size} | {'-' if penalty is None else f'{penalty:g}'} | "
-            + " | ".join(cells)
-            + f" | {np.mean(invalid):.1f} | {np.mean([r['SPS'] for r in src]):.0f} |"
-        )
+        cells += [f"{np.mean([r[prefix + 'invalid'] for r in src]):.1f}", f"{np.mean([r['SPS'] for r in src]):.0f}"]
+        r_invalid = "-" if penalty is None else f"{penalty:g}"
+        lines.append(f"| {LABELS[strategy]} | {size} | {r_invalid} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:

@@ -158,8 +158,7 @@ def main() -> None:
     if args.no_docs:
         return
 
-    plt = pv.pyplot()
-    fig, axes = plt.subplots(1, len(views), figsize=(4.2 * len(views), 3.6), squeeze=False)
+    fig, axes = pv.subplots(1, len(views), figsize=(4.2 * len(views), 3.6), squeeze=False)
     for ax, (g, label, per_step) in zip(axes[0], views, strict=True):
         for name, flags in GROUPS[g][1]:
             runs = [curve(flags, seed, per_step) for seed in args.seeds]

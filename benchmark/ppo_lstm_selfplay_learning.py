@@ -1,13 +1,11 @@
 """Learning benchmark of cleanfive/ppo_lstm_selfplay.py on one world: TrueSkill and win rates against time.
 
-Runs the script once per seed, each for a budget of wall-clock time or (``--clock cpu``) of its own CPU time
-(``--jobs`` seeds at a time, one torch thread each when more than one), reads the evaluation lines it prints, with
-the machine's load average and the run's CPU time at each, and reports per seed and across seeds: the wall time, CPU
-time and steps at which the win rate against a reference bot first reached a threshold, and the TrueSkill reached.
-Writes a TrueSkill-vs-time plot and the table into docs/ppo_lstm_selfplay.md between the world's BENCHMARK markers
-(or ``--block``'s, for a variant) unless --no-docs.
+Runs one process per seed (``--jobs`` at a time, one torch thread each when more than one) for ``--minutes`` of wall
+time or (``--clock cpu``) of its own CPU time, reads the evaluation lines it prints and tabulates per seed and across
+seeds when the win rate against each reference bot first reached a threshold (wall time, CPU time, steps) and the
+TrueSkill reached. Writes a plot and the table into docs/ppo_lstm_selfplay.md between the world's markers (or
+``--block``'s) unless --no-docs.
 
-    uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id ConnectFour-v1 --minutes 30
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
 """
@@ -94,14 +92,14 @@ def main() -> None:
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"
         rows.append((f"final {label}", [v[-1] if v else np.nan for v in values.values()], ".2f", 1.0))
         rows.append((f"best {label}", [max(v) if v else np.nan for v in values.values()], ".2f", 1.0))
-    lines = [
-        *pv.header(PARSER, args, code, ".", note),
-        *pv.seed_table(args.seeds, rows),
-    ]
+    lines = [*pv.header(PARSER, args, code, ".", note), *pv.seed_table(args.seeds, rows)]
     for label, values in [
         ("environment steps per second", [r[-1]["step"] / r[-1]["time"] if r else np.nan for r in runs.values()]),
         ("CPU minutes used", [r[-1]["cpu"] / 60 if r else np.nan for r in runs.values()]),
-        ("mean 1-minute load average (2 = both cores busy)", [np.mean([x["load"] for x in r]) for r in runs.values()]),
+        (
+            "mean 1-minute load average (2 = both cores busy)",
+            [np.mean([x["load"] for x in r]) if r else np.nan for r in runs.values()],
+        ),
     ]:
         lines.append(f"| {label} | " + " | ".join(f"{v:.0f}" if v > 10 else f"{v:.2f}" for v in values) + " | |")
     table = "\n".join(lines)
@@ -109,7 +107,7 @@ def main() -> None:
     if args.no_docs:
         return
 
-    fig, axes = pv.pyplot().subplots(1, 2, figsize=(11, 4))
+    fig, axes = pv.subplots(1, 2, figsize=(11, 4))
     x, xlabel = ("cpu", "CPU time of the run (minutes)") if args.clock == "cpu" else ("time", "wall time (minutes)")
     for s in args.seeds:
         axes[0].plot([r[x] / 60 for r in runs[s]], [r["mu"] for r in runs[s]], label=f"seed {s}")
@@ -121,15 +119,10 @@ def main() -> None:
         axes[0].annotate(ref, (0, mu), fontsize=7, color="gray", va="bottom")
     axes[0].set(xlabel=xlabel, ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
     axes[1].set(xlabel=xlabel, ylabel="win rate", title="win rate vs references", ylim=(0, 1))
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
     plot = pv.ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{block}_trueskill.png"
-    fig.savefig(plot, dpi=110)
-    pv.write_block(
-        DOC, block, f"{table}\n\n![TrueSkill and win rates against {xlabel.split(' (')[0]}](img/{plot.name})"
-    )
+    pv.save_plot(fig, plot)
+    image = f"![TrueSkill and win rates against {xlabel.split(' (')[0]}](img/{plot.name})"
+    pv.write_block(DOC, block, f"{table}\n\n{image}")
 
 
 if __name__ == "__main__":

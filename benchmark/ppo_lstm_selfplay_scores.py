@@ -1,12 +1,8 @@
-"""What the learner's team did in its games, late in each run: the world's score components (last hits, deaths,
-tower damage, seconds off-lane, ...) of cleanfive/ppo_lstm_selfplay.py runs, read from their TensorBoard events.
+"""What the learner's team did in its games late in cleanfive/ppo_lstm_selfplay.py runs, from their TensorBoard events.
 
-At every step where games end, the script logs ``scores/<name>``: the learner team's total per game, summed over
-its heroes (a team component such as ``win`` or ``tower1`` counts once per hero), averaged over those games. This
-prints, per run, the mean of those points over the last ``--fraction`` of the run's steps; below them, from
-``charts/episodic_return`` and ``charts/episodic_length`` (one point per game) over the same steps, how many games
-the learner won, lost and drew, and how long they lasted. Writes the table into docs/ppo_lstm_selfplay.md between the
-``--block`` markers unless --no-docs.
+Per run, the mean of each ``scores/<name>`` series (the learner team's total per game, heroes summed) over the last
+``--fraction`` of its steps, then how many games it won, lost and drew in those steps and how long they lasted.
+Writes the table into docs/ppo_lstm_selfplay.md between the ``--block`` markers unless --no-docs.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_scores.py runs/Moba5v5-v0__ppo_lstm_selfplay__1__* \\
         --labels "seed 1" --no-docs
