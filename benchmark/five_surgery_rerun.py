@@ -93,10 +93,8 @@ def arm_flags(args: argparse.Namespace, seed: int, arm: str, model: str = "") ->
 def arm(args: argparse.Namespace, seed: int, name: str, model: str = "") -> dict | None:
     """The kept result of one arm of one seed if its flags match, else (unless --from-results) train it."""
     flags, script, label = arm_flags(args, seed, name, model), SURGERY if name == "a" else PARENT, f"seed {seed} {name}"
-    run = partial(train, label, script, flags, seed=seed, arm=name)
-    return pv.kept_or_run(
-        args.results / f"seed{seed}__{name}.json", label, {"flags": flags}, args.from_results, run, MEASURED
-    )
+    run, path = partial(train, label, script, flags, seed=seed, arm=name), args.results / f"seed{seed}__{name}.json"
+    return pv.kept_or_run(path, label, {"flags": flags}, args.from_results, run, MEASURED)
 
 
 def chain(args: argparse.Namespace, seed: int) -> tuple[dict | None, dict | None]:
@@ -142,13 +140,12 @@ def reach(v0: dict, a: dict, b: dict) -> dict[str, float]:
 
 def main() -> None:
     args = PARSER.parse_args()
-    if args.jobs < 1 or not 0 <= args.bot_fraction <= 1:
-        pv.usage_error("--jobs must be at least 1 and --bot-fraction in [0, 1]")
+    pv.check(args.jobs >= 1 and 0 <= args.bot_fraction <= 1, "--jobs must be at least 1 and --bot-fraction in [0, 1]")
     for script in [] if args.from_results else [PARENT, SURGERY]:  # every run gets the flags after --
-        if unknown := sorted({f.split("=")[0] for f in args.extra if f.startswith("--")} - pv.script_flags(script)):
-            pv.usage_error(
-                f"{' '.join(unknown)} after -- is not a flag of {script.name}, and every run gets those flags"
-            )
+        unknown = sorted({f.split("=")[0] for f in args.extra if f.startswith("--")} - pv.script_flags(script))
+        pv.check(
+            not unknown, f"{' '.join(unknown)} after -- is not a flag of {script.name}, and every run gets those flags"
+        )
     pv.markers(args.doc, "rerun")
 
     started = time.strftime("%H:%M", time.gmtime())
@@ -157,8 +154,7 @@ def main() -> None:
         scratches = {seed: pool.submit(arm, args, seed, "b") for seed in args.seeds}
         results = {seed: (*chains[seed].result(), scratches[seed].result()) for seed in args.seeds}
     done = {seed: runs for seed, runs in results.items() if None not in runs}
-    if not done:
-        pv.usage_error(f"no seed has all three arms kept in {args.results}; run without --from-results first")
+    pv.check(bool(done), f"no seed has all three arms kept in {args.results}; run without --from-results first")
     for seed, (_, a, b) in done.items():
         if a["references"] != b["references"]:  # both rate the same bots with the same seed
             sys.exit(f"seed {seed}: the arms rated the references differently; their TrueSkill is not comparable")

@@ -97,8 +97,8 @@ def main() -> None:
     runs = {(task, row): [] for task, row, _ in jobs}  # one entry per seed asked, {} where not run
     for job, kept in zip(jobs, found, strict=True):
         runs[job[:2]].append(kept or {})
-    if not (done := [kept for kept in found if kept is not None]):
-        pv.usage_error(f"no kept results in {args.results} for these runs; run without --from-results first")
+    done = [kept for kept in found if kept is not None]
+    pv.check(bool(done), f"no kept results in {args.results} for these runs; run without --from-results first")
 
     def cells(row: str, key: str, digits: int = 2, unit: str = "") -> list[str]:
         return [mean_std([kept.get(key, np.nan) for kept in runs[(task, row)]], digits, unit) for task in args.tasks]

@@ -75,12 +75,10 @@ def train(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
     for line, _ in pv.stream([*cmd, "--save-every", "0", "--exp-name", run_name(flags)], 1 if args.jobs > 1 else None):
         if line.startswith("eval "):  # progress: one line per TrueSkill evaluation
             print(f"  {' '.join(flags) or 'defaults'} seed {seed}: {line}", flush=True)
-    runs = sorted(
-        (pv.ROOT / "runs").glob(f"{args.env_id}__{run_name(flags)}__{seed}__*"),
-        key=lambda d: int(d.name.rsplit("_", 1)[1]),
-    )
-    if not (mu := pv.scalars(runs[-1]).get("charts/trueskill_mu")):
-        sys.exit(f"error: {runs[-1]} has no TrueSkill evaluations")
+    runs = (pv.ROOT / "runs").glob(f"{args.env_id}__{run_name(flags)}__{seed}__*")
+    run = max(runs, key=lambda d: int(d.name.rsplit("_", 1)[1]))  # the latest: its name ends in its start time
+    if not (mu := pv.scalars(run).get("charts/trueskill_mu")):
+        sys.exit(f"error: {run} has no TrueSkill evaluations")
     return {"versions": [s // step for s, _ in mu], "mu": [v for _, v in mu], "seed": seed, "wall": time.time() - start}
 
 
@@ -109,13 +107,10 @@ def main() -> None:
     jobs = [(flags, seed) for flags in configs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         curves = dict(zip(jobs, pool.map(lambda job: kept_or_train(*job, args), jobs), strict=True))
-    if missing := [job for job, kept in curves.items() if kept is None]:
-        where = args.results / args.env_id
-        pv.usage_error(
-            f"{len(missing)} of the {len(jobs)} runs are not kept in {where}; run without --from-results first"
-        )
-
     where = os.path.relpath(args.results.resolve() / args.env_id, pv.ROOT)
+    if missing := [job for job, kept in curves.items() if kept is None]:
+        pv.usage_error(f"{len(missing)} of the {len(jobs)} runs are not kept in {where}; run without --from-results")
+
     run_hours = sum(kept["wall"] for kept in curves.values()) / 3600
     source = f" from {len(jobs)} runs kept in `{where}`, {pv.kept_provenance(list(curves.values()))}; "
     source += f"{run_hours:.1f} run-hours; this sitting {(time.time() - started) / 60:.0f} min."

@@ -36,10 +36,9 @@ def late_scores(run: Path, fraction: float) -> tuple[dict[str, float], int, int,
 def main() -> None:
     args = PARSER.parse_args()
     labels = args.labels or [run.name for run in args.runs]
-    if len(labels) != len(args.runs):
-        pv.usage_error(f"{len(labels)} --labels for {len(args.runs)} runs; give one label per run directory")
-    if missing := [str(run) for run in args.runs if not run.is_dir()]:
-        pv.usage_error(f"no such run directory: {', '.join(missing)}")
+    missing = [str(run) for run in args.runs if not run.is_dir()]
+    pv.check(len(labels) == len(args.runs), f"{len(labels)} --labels for {len(args.runs)} runs; give one per run")
+    pv.check(not missing, f"no such run directory: {', '.join(missing)}")
     if not args.no_docs:
         pv.markers(DOC, args.block)
 

@@ -42,14 +42,10 @@ def command(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     """The command line that makes this table again: every option set (a path only when not its default; ``--jobs``
     only when training) in the parser's order, ``--from-results`` last, then the extra flags after ``--``."""
     words = ["uv", "run", "--all-extras", "python", f"benchmark/{p.prog}"]
+    skip = {"extra", "no_docs"} | ({"jobs"} if getattr(args, "from_results", False) else set())
     for dest, value in sorted(vars(args).items(), key=lambda item: item[0] == "from_results"):
-        skip = (
-            dest in ("extra", "no_docs")
-            or (dest == "jobs" and getattr(args, "from_results", False))
-            or value is None
-            or value is False
-        )
-        if skip or (isinstance(value, Path) and value == p.get_default(dest)):
+        default_path = isinstance(value, Path) and value == p.get_default(dest)
+        if dest in skip or value is None or value is False or default_path:
             continue
         values = value if isinstance(value, list) else [] if value is True else [value]
         words += [f"--{dest.replace('_', '-')}", *(f"{v:g}" if isinstance(v, float) else str(v) for v in values)]
@@ -131,6 +127,12 @@ def usage_error(message: str) -> NoReturn:
     """One line that says what to do, and exit code 2, as every cleanfive script does for a user's mistake."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def check(ok: bool, message: str) -> None:
+    """:func:`usage_error` unless ``ok``."""
+    if not ok:
+        usage_error(message)
 
 
 def markers(doc: Path, block: str) -> tuple[str, str]:
@@ -233,16 +235,14 @@ def load_kept(path: Path, **expected) -> dict | None:
     return kept if kept is not None and all(kept.get(k) == v for k, v in expected.items()) else None
 
 
-def kept_or_run(
-    path: Path, label: str, expected: dict, from_results: bool, train: Callable, code: tuple
-) -> dict | None:
-    """The result kept in ``path`` if its fields equal ``expected``; else None with --from-results; else ``train()``
+def kept_or_run(path: Path, label: str, expected: dict, kept_only: bool, train: Callable, code: tuple) -> dict | None:
+    """The result kept in ``path`` if its fields equal ``expected``; else None if ``kept_only``; else ``train()``
     with ``expected``, stamped with the commit of the ``code`` measured, the date, the machine and its load (what
     :func:`kept_provenance` reads), written atomically: an interrupted benchmark never leaves half a result."""
     if (kept := load_kept(path, **expected)) is not None:
         print(f"  {label}: kept from {kept['date']} (commit {kept['code']})", flush=True)
         return kept
-    if from_results:
+    if kept_only:
         return None
     stamp = {"code": code_version(*code)}  # the code that trains, before it does
     result = train() | expected | stamp | {"date": now(), "machine": machine(), "load": os.getloadavg()[0]}

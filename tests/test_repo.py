@@ -140,6 +140,20 @@ def test_documented_commands_run_as_written():
             assert not unknown, f"{where}: {trainer.name} has no {sorted(unknown)}"
 
 
+@pytest.mark.parametrize("name", [name for name in BENCHMARKS if name != "ppo_lstm_selfplay_scores"])
+def test_the_command_a_table_prints_gives_back_its_arguments(name):
+    """The command line above a table (provenance.command) parses back to the arguments that made the table, for the
+    defaults and for every documented command (--no-docs and --jobs aside: they do not change the table)."""
+    module = benchmark(name)
+    for words in [
+        [],
+        *(words for _, script, words in documented_commands() if words and script.endswith(f"/{name}.py")),
+    ]:
+        args = module.PARSER.parse_args(words)
+        again = module.PARSER.parse_args(shlex.split(provenance.command(module.PARSER, args))[5:])
+        assert {**vars(again), "no_docs": 0, "jobs": 0} == {**vars(args), "no_docs": 0, "jobs": 0}, words
+
+
 def test_over_seeds_spread_counts_only_seeds_with_a_value():
     from provenance import over_seeds
 
