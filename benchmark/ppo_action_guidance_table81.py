@@ -22,6 +22,7 @@ import provenance as pv
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_action_guidance.py"
 DOC = pv.ROOT / "docs" / "ppo_action_guidance.md"
+MEASURED = (SCRIPT, "cleanfive/envs/microrts.py")  # the code a kept run is stamped with
 TASKS = ("LearnToAttack", "ProduceCombatUnits", "DefeatRandomEnemy")
 # Table 8.1's rows: name -> (label, --strategy, --plo)
 ROWS = {
@@ -60,12 +61,8 @@ def train(task: str, row: str, seed: int, args: argparse.Namespace) -> dict:
     _, strategy, plo = ROWS[row]
     cmd = [sys.executable, str(SCRIPT), "--task", task, "--strategy", strategy, *(["--plo"] if plo else [])]
     cmd += ["--seed", str(seed), "--total-timesteps", str(args.total_timesteps), "--save-every", "0", "--quiet"]
-    start = time.time()
-    summary = {
-        k: float(v)
-        for k, v in pv.last_line([*cmd, *args.extra], "summary ").items()
-        if k not in ("task", "strategy", "plo")
-    }
+    start, summary = time.time(), pv.last_line([*cmd, *args.extra], "summary ")
+    summary = {k: float(v) for k, v in summary.items() if k not in ("task", "strategy", "plo")}  # the numbers
     print(f"  {task} {row} seed {seed}: sparse return {summary['sparse_return']:.2f}", flush=True)
     return summary | {"wall": time.time() - start, "task": task, "row": row, "seed": seed}
 
@@ -73,10 +70,8 @@ def train(task: str, row: str, seed: int, args: argparse.Namespace) -> dict:
 def kept_or_train(task: str, row: str, seed: int, args: argparse.Namespace) -> dict | None:
     """The kept result of one run if it has this budget and these extra flags; else, unless --from-results, train it."""
     path, expected = args.results / f"{task}__{row}__seed{seed}.json", {"total_timesteps": args.total_timesteps}
-    run, measured = partial(train, task, row, seed, args), (SCRIPT, "cleanfive/envs/microrts.py")
-    return pv.kept_or_run(
-        path, f"{task} {row} seed {seed}", expected | {"extra": args.extra}, args.from_results, run, measured
-    )
+    run, label = partial(train, task, row, seed, args), f"{task} {row} seed {seed}"
+    return pv.kept_or_run(path, label, expected | {"extra": args.extra}, args.from_results, run, MEASURED)
 
 
 def mean_std(values: list[float], digits: int = 2, unit: str = "") -> str:
@@ -87,9 +82,7 @@ def mean_std(values: list[float], digits: int = 2, unit: str = "") -> str:
 
 
 def main() -> None:
-    args = PARSER.parse_args()
-
-    started = time.time()
+    args, started = PARSER.parse_args(), time.time()
     # seed-major within a task, so that a partial run covers every row of a task before its next seed
     jobs = [(task, row, seed) for task in args.tasks for seed in args.seeds for row in args.rows]
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -115,15 +108,10 @@ def main() -> None:
         f"{args.total_timesteps:,} steps each; thesis: Table 8.1 (10 seeds of 10M steps, one unit per decision)."
     )
     header = ["| Strategy | " + " | ".join(args.tasks) + " |", "|---" * (1 + len(args.tasks)) + "|"]
-    lines = [
-        *pv.header(PARSER, args, None, source, note),
-        *header,
-    ]
+    lines = [*pv.header(PARSER, args, None, source, note), *header]
     for row in args.rows:
         thesis = [THESIS[row][TASKS.index(task)] for task in args.tasks]
-        ours = [
-            f"{c} / {mean:.2f} ± {std:.2f}" for c, (mean, std) in zip(cells(row, "sparse_return"), thesis, strict=True)
-        ]
+        ours = [f"{c} / {m:.2f} ± {s:.2f}" for c, (m, s) in zip(cells(row, "sparse_return"), thesis, strict=True)]
         lines.append(f"| {ROWS[row][0]} | " + " | ".join(ours) + " |")
     lines += [
         "",

@@ -22,6 +22,7 @@ import provenance as pv
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
+MEASURED = ("cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")  # with the script and the world's file
 # per world: its references weakest first (the script's default --references), the win-rate targets, the docs block
 WORLDS = {
     "ConnectFour-v1": (["random", "greedy", "lookahead"], [("random", 0.95), ("lookahead", 0.60)], "connect4", "board"),
@@ -64,9 +65,7 @@ def main() -> None:
     if not args.no_docs:
         pv.markers(DOC, block)
 
-    code = pv.code_version(
-        SCRIPT, f"cleanfive/envs/{world}.py", "cleanfive/envs/teams.py", "cleanfive/trueskill_league.py"
-    )
+    code = pv.code_version(SCRIPT, f"cleanfive/envs/{world}.py", *MEASURED)
     with ThreadPoolExecutor(args.jobs) as pool:
         results = dict(zip(args.seeds, pool.map(lambda seed: run_seed(seed, args), args.seeds), strict=True))
     runs, ratings = {s: rows for s, (rows, _) in results.items()}, results[args.seeds[0]][1]
