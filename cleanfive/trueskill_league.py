@@ -1,19 +1,15 @@
 """TrueSkill league of OpenAI Five (Berner et al. 2019): rated reference pool, rating evaluation (Appendix J: TrueSkill
 with sigma = 25/3, beta = sigma / 2, tau = 0, draw probability 0.02; fixed references shifted so that random play has
 mu = 0; the evaluated agent plays only references within 10 points and only its own rating moves) and past-opponent
-sampling (Appendix N: qualities q, p_i proportional to exp(q_i), q_i -= eta / (N p_i) when the current agent wins).
-"""
+sampling (Appendix N: qualities q, p_i proportional to exp(q_i), q_i -= eta / (N p_i) when the current agent wins)."""
 
 from collections.abc import Iterable
 
 import numpy as np
 import trueskill
 
-MU0 = 25.0  # internal prior mean; only differences matter, reported ratings are shifted (anchor at 0)
-SIGMA0 = 25 / 3
-BETA = SIGMA0 / 2
-TAU = 0.0
-DRAW_PROBABILITY = 0.02
+MU0, SIGMA0 = 25.0, 25 / 3  # internal prior; only differences matter, reported ratings are shifted (anchor at 0)
+BETA, TAU, DRAW_PROBABILITY = SIGMA0 / 2, 0.0, 0.02
 ETA = 0.01
 WINDOW = 10.0  # Appendix J: the evaluated agent plays the references within this many points of its mu
 
@@ -21,12 +17,19 @@ WINDOW = 10.0  # Appendix J: the evaluated agent plays the references within thi
 TRUESKILL = trueskill.TrueSkill(mu=MU0, sigma=SIGMA0, beta=BETA, tau=TAU, draw_probability=DRAW_PROBABILITY)
 
 
+def rate_ranked(ratings: list[trueskill.Rating], ranks: list[int]) -> list[trueskill.Rating]:
+    """New ratings after a game of two or more parties (Neural MMO); lower rank is better, equal ranks draw."""
+    if len(ratings) != len(ranks) or len(ratings) < 2:
+        raise ValueError(f"need >= 2 ratings and as many ranks, got {len(ratings)} ratings and {len(ranks)} ranks")
+    return [group[0] for group in TRUESKILL.rate([(r,) for r in ratings], ranks=list(ranks))]
+
+
 def rate_game(a: trueskill.Rating, b: trueskill.Rating, score: float) -> tuple[trueskill.Rating, trueskill.Rating]:
     """New ratings of ``a`` and ``b`` after one game in which ``a`` scored 1 (win), 0.5 (draw) or 0 (loss)."""
-    ranks = {1.0: [0, 1], 0.5: [0, 0], 0.0: [1, 0]}.get(float(score))  # lower rank is better, equal ranks draw
+    ranks = {1.0: [0, 1], 0.5: [0, 0], 0.0: [1, 0]}.get(float(score))
     if ranks is None:
         raise ValueError(f"score must be 1, 0.5 or 0, got {score!r}")
-    (new_a,), (new_b,) = TRUESKILL.rate([(a,), (b,)], ranks=ranks)
+    new_a, new_b = rate_ranked([a, b], ranks)
     return new_a, new_b
 
 
@@ -100,7 +103,6 @@ class ReferenceEvaluator:
         return {"references": references, "rating": _to_dict(self.rating), "history": [dict(h) for h in self.history]}
 
     def load_state_dict(self, d: dict) -> None:
-        """Restore a state produced by :meth:`state_dict`."""
         self.references = {k: rating_from_dict(r) for k, r in d["references"].items()}
         self.rating = rating_from_dict(d["rating"])
         self.history = [dict(h) for h in d["history"]]
@@ -143,7 +145,6 @@ class OpponentPool:
         return {"eta": self.eta, "keys": list(self.keys), "qualities": [float(q) for q in self.qualities]}
 
     def load_state_dict(self, d: dict) -> None:
-        """Restore a state produced by :meth:`state_dict`."""
         self.eta = float(d["eta"])
         self.keys = [str(k) for k in d["keys"]]
         self.qualities = np.asarray(d["qualities"], dtype=np.float64).reshape(-1)

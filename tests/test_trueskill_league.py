@@ -254,3 +254,18 @@ def test_pool_state_round_trip():
     other.load_state_dict(json.loads(json.dumps(pool.state_dict())))
     assert other.keys == pool.keys and other.eta == 0.01
     np.testing.assert_array_equal(other.qualities, pool.qualities)
+
+
+def test_free_for_all_four_players():
+    """Neural MMO's tournaments rate ranked outcomes of more than two parties."""
+    players = [trueskill.Rating(25.0, 25 / 3)] * 4
+    new = tl.rate_ranked(players, [0, 1, 2, 3])
+    deltas = [n.mu - 25.0 for n in new]
+    assert deltas[0] > deltas[1] > deltas[2] > deltas[3] and deltas[0] > 0 > deltas[3]
+    assert deltas[0] == pytest.approx(-deltas[3], rel=1e-3) and deltas[1] == pytest.approx(-deltas[2], rel=1e-3)
+    tied = tl.rate_ranked(players, [0, 0, 1, 1])
+    # trueskill caps its multi-team message passing at 10 sweeps: tied players differ by ~2.5e-4
+    assert tied[0].mu == pytest.approx(tied[1].mu, abs=1e-3) and tied[2].mu == pytest.approx(tied[3].mu, abs=1e-3)
+    assert tied[0].mu > 25.0 > tied[2].mu
+    with pytest.raises(ValueError):
+        tl.rate_ranked(players[:1], [0])
