@@ -1,117 +1,81 @@
 """Throughput of cleanfive/cleanba_impala.py: Cleanba's asynchronous schedule vs the same algorithm with --sync.
 
-Runs the script for a fixed number of environment steps in each mode, alternating async, sync, async, sync, ...
-(`--repeats` times each, same seed), reads the final line each run prints (steps per second over the training
-loop, and the hash of the final parameters), and reports the steps per second of each mode, their ratio, and
-whether the repeats of a mode ended with bit-identical parameters; the CPU time each run used per second of wall
-time shows how much of the machine it had (2.0 = both cores of a 2-core machine). Writes the generated table into
-docs/cleanba_impala.md between the BENCHMARK:async_vs_sync markers.
+Runs both modes alternately (``--repeats`` times each, same seed) and tabulates, from the final line each run prints,
+the steps per second, their ratio, whether a mode's repeats ended with bit-identical parameters, and the CPU cores
+each run had (CPU time / wall time). Writes the table into docs/cleanba_impala.md unless --no-docs.
 
-    uv run --all-extras python benchmark/cleanba_impala_async_vs_sync.py
     uv run --all-extras python benchmark/cleanba_impala_async_vs_sync.py --total-timesteps 4096 --no-docs
 """
 
-import argparse
-import datetime
 import os
-import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from provenance import code_version, machine, write_block
+import provenance as pv
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "cleanfive" / "cleanba_impala.py"
-DOC = ROOT / "docs" / "cleanba_impala.md"
-BEGIN, END = "<!-- BENCHMARK:async_vs_sync -->", "<!-- /BENCHMARK:async_vs_sync -->"
-FINAL = re.compile(
-    r"^final global_step=(?P<steps>\d+) SPS=(?P<sps>[\d.]+) wall=(?P<wall>[\d.]+)s .* params_sha256=(?P<sha>\w+)$"
-)
+SCRIPT = pv.ROOT / "cleanfive" / "cleanba_impala.py"
+DOC = pv.ROOT / "docs" / "cleanba_impala.md"
+MODES = {"async (Cleanba, policy lag 1)": [], "sync (`--sync`, policy lag 0)": ["--sync"]}
+PARSER = pv.parser(__file__, __doc__)
+PARSER.add_argument("--total-timesteps", type=int, default=20480, help="environment steps of each run")
+PARSER.add_argument("--repeats", type=int, default=2, help="runs of each mode (interleaved)")
+PARSER.add_argument("--seed", type=int, default=1)
 
 
 def run_once(flags: list[str]) -> dict:
-    """Run the script once in a scratch directory; return its final line's numbers and the CPU share it got."""
+    """Run the script once in a scratch directory; its final line's numbers and the CPU share it got."""
     cmd = [sys.executable, str(SCRIPT), *flags]
     print("$", " ".join(cmd), flush=True)
     cpu_before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True)
+        final = pv.last_line(cmd, "final ", cwd=Path(scratch))
     cpu_after, elapsed = resource.getrusage(resource.RUSAGE_CHILDREN), time.time() - start
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    if result.returncode != 0:
-        sys.exit(f"the run failed:\n{result.stderr}")
-    match = next(m for line in result.stdout.splitlines() if (m := FINAL.match(line.strip())))
-    row = {"steps": int(match["steps"]), "sps": float(match["sps"]), "wall": float(match["wall"]), "sha": match["sha"]}
-    row["cores"] = cpu / elapsed  # CPU seconds per second of the whole process: how much of the machine it had
+    row = {"steps": int(final["global_step"]), "sps": float(final["SPS"]), "wall": float(final["wall"][:-1])}
+    row |= {"sha": final["params_sha256"], "cores": cpu / elapsed}  # CPU seconds per second: the share it had
     print(f"  {row}", flush=True)
     return row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--total-timesteps", type=int, default=20480, help="environment steps of each run")
-    parser.add_argument("--repeats", type=int, default=2, help="runs of each mode (interleaved)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    parser.add_argument("extra", nargs="*", help="extra flags for the script (both modes), after --")
-    args = parser.parse_args()
-
-    started = datetime.datetime.now(datetime.UTC)
+    args = PARSER.parse_args()
     # the code being measured: the commit, and whether the script or its env helper differ from it
-    version = code_version(SCRIPT, "cleanfive/envs/atari.py")
-    load_before = os.getloadavg()[0]
+    code, load_before = pv.code_version(SCRIPT, "cleanfive/envs/atari.py"), os.getloadavg()[0]
     common = ["--seed", str(args.seed), "--total-timesteps", str(args.total_timesteps), "--quiet", *args.extra]
-    modes = {"async (Cleanba, policy lag 1)": [], "sync (`--sync`, policy lag 0)": ["--sync"]}
-    rows = {mode: [] for mode in modes}
+    rows = {mode: [] for mode in MODES}
     for _ in range(args.repeats):
-        for mode, flags in modes.items():
+        for mode, flags in MODES.items():
             rows[mode].append(run_once(common + flags))
 
-    command = f"uv run --all-extras python benchmark/{Path(__file__).name} --total-timesteps {args.total_timesteps}"
-    command += f" --repeats {args.repeats} --seed {args.seed}" + (f" -- {' '.join(args.extra)}" if args.extra else "")
+    import torch  # only for the device line: the runs are subprocesses
+
+    device = f"CUDA {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no GPU"
+    source = f", {device}, torch {torch.__version__}; 1-minute load average before the runs: {load_before:.2f}."
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit "
-        f"`{version}`, machine: {machine()}, "
-        f"{'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
-        f"torch {torch.__version__}; 1-minute load average before the runs: "
-        f"{load_before:.2f}.",
-        "",
-        f"Command: `{command}` (the script's defaults otherwise; runs alternate between the modes).",
-        "",
+        *pv.header(PARSER, args, code, source, " (the script's defaults otherwise; runs alternate between the modes)."),
         "| mode | runs | env steps per run | wall time of the training loop (s) | steps per second "
         "| CPU cores used (CPU time / wall time) | final parameters (sha256, first 12) | repeats bit-identical |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    sps = {}
     for mode, runs in rows.items():
-        values = np.array([r["sps"] for r in runs])
-        sps[mode] = values.mean()
-        spread = f" ± {values.std():.1f}" if len(runs) > 1 else ""
-        hashes = {r["sha"] for r in runs}
-        lines.append(
-            f"| {mode} | {len(runs)} | {runs[0]['steps']} | "
-            + ", ".join(f"{r['wall']:.1f}" for r in runs)
-            + f" | {values.mean():.1f}{spread} | "
-            + ", ".join(f"{r['cores']:.2f}" for r in runs)
-            + f" | {', '.join(sorted(h[:12] for h in hashes))} | "
-            + ("yes" if len(hashes) == 1 else "**no**")
-            + " |"
-        )
-    (async_mode, sync_mode) = modes
-    lines += ["", f"Speed-up of the asynchronous schedule: **{sps[async_mode] / sps[sync_mode]:.2f}×** the steps per "
-              "second of `--sync` (ratio of the mean steps per second)."]  # fmt: skip
+        sps, hashes = np.array([r["sps"] for r in runs]), {r["sha"] for r in runs}
+        walls, cores = ", ".join(f"{r['wall']:.1f}" for r in runs), ", ".join(f"{r['cores']:.2f}" for r in runs)
+        spread, short = f" ± {sps.std():.1f}" if len(runs) > 1 else "", ", ".join(sorted(h[:12] for h in hashes))
+        cells = f"{walls} | {sps.mean():.1f}{spread} | {cores} | {short} | {'yes' if len(hashes) == 1 else '**no**'}"
+        lines.append(f"| {mode} | {len(runs)} | {runs[0]['steps']} | {cells} |")
+    mean_sps = [np.mean([r["sps"] for r in runs]) for runs in rows.values()]  # async, sync
+    lines.append(
+        f"\nSpeed-up of the asynchronous schedule: **{mean_sps[0] / mean_sps[1]:.2f}×** the steps per second "
+        "of `--sync` (ratio of the mean steps per second)."
+    )
     table = "\n".join(lines)
     print(table)
-
-    if args.no_docs:
-        return
-    write_block(DOC, BEGIN, END, table)
+    if not args.no_docs:
+        pv.write_block(DOC, "async_vs_sync", table)
 
 
 if __name__ == "__main__":

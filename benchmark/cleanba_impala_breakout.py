@@ -1,62 +1,42 @@
 """Learning curves of cleanfive/cleanba_impala.py on Breakout-v5 with its default settings, several seeds.
 
-Runs the script once per seed (one after the other, so each run has the whole machine), under
-benchmark/out/cleanba_impala_breakout/seed<N>/, reads the episodic returns from each run's TensorBoard file and
-the final line it prints, and reports per seed and across seeds: games played, the mean return of the last 100
-games, the best 100-game mean, wall time and steps per second. Writes a return-vs-steps plot and the generated
-table into docs/cleanba_impala.md between the BENCHMARK:breakout markers.
+Runs one seed after the other (each has the whole machine) under benchmark/out/cleanba_impala_breakout/, and
+tabulates per seed and across seeds the games played, the mean return of the last 100 games, the best 100-game mean,
+wall time and steps per second. Writes a return-vs-steps plot and the table into docs/cleanba_impala.md.
 
-    uv run --all-extras python benchmark/cleanba_impala_breakout.py                     # 3 seeds x 2M steps (hours)
     uv run --all-extras python benchmark/cleanba_impala_breakout.py --total-timesteps 2048 --no-docs   # a smoke run
 """
 
-import argparse
-import datetime
 import os
-import re
 import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+import provenance as pv
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "cleanfive" / "cleanba_impala.py"
-DOC = ROOT / "docs" / "cleanba_impala.md"
-PLOT = ROOT / "docs" / "img" / "cleanba_impala_breakout.png"
-OUT = ROOT / "benchmark" / "out" / "cleanba_impala_breakout"
-BEGIN, END = "<!-- BENCHMARK:breakout -->", "<!-- /BENCHMARK:breakout -->"
-FINAL = re.compile(r"^final global_step=(?P<steps>\d+) SPS=(?P<sps>[\d.]+) wall=(?P<wall>[\d.]+)s ")
+SCRIPT = pv.ROOT / "cleanfive" / "cleanba_impala.py"
+DOC = pv.ROOT / "docs" / "cleanba_impala.md"
+PLOT = pv.ROOT / "docs" / "img" / "cleanba_impala_breakout.png"
+OUT = pv.ROOT / "benchmark" / "out" / "cleanba_impala_breakout"
 WINDOW = 100  # games in the moving mean
+PARSER = pv.parser(__file__, __doc__)
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--total-timesteps", type=int, default=None, help="per seed (default: the script's)")
 
 
 def run_seed(seed: int, flags: list[str]) -> dict:
-    """Run one seed to the end; return its games (steps, returns) and final numbers."""
+    """Run one seed to the end; its games (steps, returns) and final numbers."""
     out = OUT / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     cmd = [sys.executable, str(SCRIPT), "--env-id", "Breakout-v5", "--seed", str(seed), *flags]
     print("$", " ".join(cmd), flush=True)
-    result = subprocess.run(cmd, cwd=out, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"seed {seed} failed:\n{result.stderr}")
-    final = next(m for line in result.stdout.splitlines() if (m := FINAL.match(line.strip())))
-    (run_dir,) = (out / "runs").iterdir()
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    events.Reload()
-    games = events.Scalars("charts/episodic_return") if "charts/episodic_return" in events.Tags()["scalars"] else []
-    row = {
-        "steps": np.array([e.step for e in games]),
-        "returns": np.array([e.value for e in games]),
-        "total": int(final["steps"]),
-        "sps": float(final["sps"]),
-        "wall": float(final["wall"]),
-    }
+    final = pv.last_line(cmd, "final ", cwd=out)
+    games = pv.scalars(next((out / "runs").iterdir())).get("charts/episodic_return", [])
+    steps, returns = np.array([s for s, _ in games]), np.array([v for _, v in games])
+    row = {"steps": steps, "returns": returns, "total": int(final["global_step"]), "sps": float(final["SPS"])}
     print(f"  seed {seed}: {len(games)} games, {row['total']} steps, {row['sps']:.0f} steps/s", flush=True)
-    return row
+    return row | {"wall": float(final["wall"][:-1])}
 
 
 def moving_mean(x: np.ndarray) -> np.ndarray:
@@ -66,94 +46,40 @@ def moving_mean(x: np.ndarray) -> np.ndarray:
     return (cumsum[idx] - cumsum[np.maximum(idx - WINDOW, 0)]) / np.minimum(idx, WINDOW)
 
 
-def cell(values: list[float], digits: int = 1) -> str:
-    """mean ± std over the seeds that have a value."""
-    arr = np.array(values, dtype=float)
-    ok = arr[~np.isnan(arr)]
-    if ok.size == 0:
-        return "—"
-    return f"{ok.mean():.{digits}f}" + (f" ± {ok.std():.{digits}f}" if ok.size > 1 else "")
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--total-timesteps", type=int, default=None, help="per seed (default: the script's)")
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
-    args = parser.parse_args()
+    args = PARSER.parse_args()
 
-    started = datetime.datetime.now(datetime.UTC)
     # the code being measured: the commit, and whether the script or its env helper differ from it
-    version = code_version(SCRIPT, "cleanfive/envs/atari.py")
-    load_before = os.getloadavg()[0]
-    flags = ["--quiet", *args.extra]
-    if args.total_timesteps is not None:
-        flags += ["--total-timesteps", str(args.total_timesteps)]
-    runs = {seed: run_seed(seed, flags) for seed in args.seeds}
+    code, load_before = pv.code_version(SCRIPT, "cleanfive/envs/atari.py"), os.getloadavg()[0]
+    steps = ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps is not None else []
+    runs = {seed: run_seed(seed, ["--quiet", *args.extra, *steps]) for seed in args.seeds}
 
-    command = f"uv run --all-extras python benchmark/{Path(__file__).name} --seeds {' '.join(map(str, args.seeds))}"
-    if args.total_timesteps is not None:
-        command += f" --total-timesteps {args.total_timesteps}"
-    command += f" -- {' '.join(args.extra)}" if args.extra else ""
-    lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit "
-        f"`{version}`, machine: {machine()}; 1-minute load average before the runs: {load_before:.2f}.",
-        "",
-        f"Command: `{command}` (seeds run one after the other; each has the whole machine). Returns are real game "
-        "scores (unclipped, all lives).",
-        "",
-        "| metric | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean ± std |",
-        "|---|" + "---|" * (len(args.seeds) + 1),
+    played = [r["returns"] for r in runs.values()]
+    rows = [
+        ("env steps", [r["total"] for r in runs.values()], ".0f", 1.0),
+        ("games played", [len(g) for g in played], ".0f", 1.0),
+        (f"mean return, last {WINDOW} games", [g[-WINDOW:].mean() if len(g) else np.nan for g in played], ".1f", 1.0),
+        (f"best {WINDOW}-game mean return", [moving_mean(g).max() if len(g) else np.nan for g in played], ".1f", 1.0),
+        ("wall time of the training loop (min)", [r["wall"] for r in runs.values()], ".1f", 60.0),
+        ("steps per second", [r["sps"] for r in runs.values()], ".0f", 1.0),
     ]
-
-    def per_seed(value) -> list[float]:
-        return [value(r) for r in runs.values()]
-
-    metrics = [  # (name, values per seed, decimals)
-        ("env steps", per_seed(lambda r: r["total"]), 0),
-        ("games played", per_seed(lambda r: len(r["returns"])), 0),
-        (
-            f"mean return, last {WINDOW} games",
-            per_seed(lambda r: r["returns"][-WINDOW:].mean() if len(r["returns"]) else np.nan),
-            1,
-        ),
-        (
-            f"best {WINDOW}-game mean return",
-            per_seed(lambda r: moving_mean(r["returns"]).max() if len(r["returns"]) else np.nan),
-            1,
-        ),
-        ("wall time of the training loop (min)", per_seed(lambda r: r["wall"] / 60), 1),
-        ("steps per second", per_seed(lambda r: r["sps"]), 0),
-    ]
-    for name, values, digits in metrics:
-        shown = " | ".join("—" if np.isnan(v) else f"{v:.{digits}f}" for v in values)
-        lines.append(f"| {name} | {shown} | {cell(values, digits)} |")
-    table = "\n".join(lines)
+    note = " (seeds run one after the other; each has the whole machine). Returns are real game scores (unclipped, all "
+    source = f"; 1-minute load average before the runs: {load_before:.2f}."
+    table = "\n".join(
+        [*pv.header(PARSER, args, code, source, note + "lives)."), *pv.seed_table(args.seeds, rows, counts=False)]
+    )
     print(table)
-
     if args.no_docs:
         return
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = pv.subplots(figsize=(7, 4))
     for seed, r in runs.items():
         ax.plot(r["steps"] / 1e6, moving_mean(r["returns"]), label=f"seed {seed}")
     ax.set(xlabel="environment steps (millions)", ylabel=f"episodic return (mean of {WINDOW} games)")
     ax.set_title("cleanba_impala.py on Breakout-v5")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
-
-    write_block(
-        DOC, BEGIN, END, f"{table}\n\n![Breakout-v5 episodic return against environment steps](img/{PLOT.name})"
-    )
-    print(f"wrote {PLOT.relative_to(ROOT)}")
+    pv.save_plot(fig, PLOT)
+    image = f"![Breakout-v5 episodic return against environment steps](img/{PLOT.name})"
+    pv.write_block(DOC, "breakout", f"{table}\n\n{image}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,13 @@
 """Game-only speed of the built-in lane game (cleanfive/envs/moba.py) with random legal actions.
 
-For each batch size E, steps E games with uniformly random legal actions for every hero for a fixed wall-clock
-budget and reports hero-steps per second (E x 2 sides x N heroes per step): once counting ``env.step`` only, once
-including the drawing of the random actions. With ``--processes P``, P independent processes each run the batch
-and their throughputs are summed (the game itself is single-threaded NumPy). Then, unless ``--train-updates 0``,
-runs cleanfive/ppo_lstm_selfplay.py at its defaults on the same world (E = 64 games) for that many updates and
-reports its end-to-end training throughput beside the game-only figure. Writes the table into docs/moba.md
-between the BENCHMARK markers and, with ``--frame``, a rendered frame of a bot game to docs/img/moba_frame.png.
+For each batch size E, steps E games with random legal actions for ``--seconds`` and reports hero-steps per second
+(E x 2 sides x N heroes per step), counting ``env.step`` alone and with the action sampling; ``--processes P`` sums P
+independent processes. Then (unless ``--train-updates 0``) it measures cleanfive/ppo_lstm_selfplay.py training at
+its defaults on the same world. Writes the table into docs/moba.md and, with ``--frame``, docs/img/moba_frame.png.
 
     uv run --all-extras python benchmark/moba_speed.py --batch-sizes 64 256 1024 4096 --seconds 10 --frame
 """
 
-import argparse
-import datetime
 import multiprocessing
 import subprocess
 import sys
@@ -21,16 +16,23 @@ import time
 from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+import provenance as pv
 
 from cleanfive.envs.moba import MOBA_ENV_IDS, bot_actions, make_moba
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "moba.md"
-FRAME = ROOT / "docs" / "img" / "moba_frame.png"
-SCRIPT = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
-BEGIN, END = "<!-- BENCHMARK:moba_speed -->", "<!-- /BENCHMARK:moba_speed -->"
+DOC = pv.ROOT / "docs" / "moba.md"
+FRAME = pv.ROOT / "docs" / "img" / "moba_frame.png"
+SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
+PARSER = pv.parser(__file__, __doc__, extra=False)
+PARSER.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS)
+PARSER.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+PARSER.add_argument("--num-heroes", type=int, default=5)
+PARSER.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per batch size")
+PARSER.add_argument("--processes", type=int, default=1, help="independent processes per batch size")
+PARSER.add_argument("--seed", type=int, default=1)
+PARSER.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(pv.ROOT)}")
+PARSER.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
+PARSER.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")
 
 
 def measure(env_id: str, num_envs: int, num_heroes: int, seconds: float, seed: int) -> tuple[float, float, int]:
@@ -52,10 +54,6 @@ def measure(env_id: str, num_envs: int, num_heroes: int, seconds: float, seed: i
     return in_step, time.perf_counter() - start, steps
 
 
-def _measure_star(args: tuple) -> tuple[float, float, int]:
-    return measure(*args)
-
-
 def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
     """Environment steps per second of ppo_lstm_selfplay.py at its defaults (64 games) up to its next-to-last update
     (`charts/SPS` in TensorBoard; the last update also runs a TrueSkill evaluation, which is not training)."""
@@ -63,93 +61,63 @@ def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
     cmd += ["--total-timesteps", str(updates * 64 * 64), "--eval-every", str(updates), "--reference-games", "2"]
     cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0", "--quiet"]
     with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if result.returncode != 0:
+        if (result := subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)).returncode != 0:
             sys.exit(f"training run failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-        events = EventAccumulator(str(next(Path(tmp).glob("runs/*"))), size_guidance={"scalars": 0})
-        events.Reload()
-        return events.Scalars("charts/SPS")[-2].value
+        return pv.scalars(next(Path(tmp).glob("runs/*")))["charts/SPS"][-2][1]
 
 
 def save_frame(env_id: str, steps: int) -> None:
     """Play ``lasthit`` (blue) against ``push`` (red) for ``steps`` steps and save the rendered frame."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     env = make_moba(env_id, 1, seed=0)
     env.reset()
     rng = np.random.default_rng(0)
     for _ in range(steps):
         env.step(np.stack([bot_actions("lasthit", env, 0, rng), bot_actions("push", env, 1, rng)], 1))
-    FRAME.parent.mkdir(parents=True, exist_ok=True)
-    plt.imsave(FRAME, env.render(0).repeat(2, 0).repeat(2, 1))  # 512 x 512, nearest-neighbour
-    print(f"wrote {FRAME.relative_to(ROOT)} (step {steps})")
+    from matplotlib.image import imsave
+
+    imsave(FRAME, env.render(0).repeat(2, 0).repeat(2, 1))  # 512 x 512, nearest-neighbour
+    print(f"wrote {FRAME.relative_to(pv.ROOT)} (step {steps})")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS)
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
-    parser.add_argument("--num-heroes", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per batch size")
-    parser.add_argument("--processes", type=int, default=1, help="independent processes per batch size")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(ROOT)}")
-    parser.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
-    parser.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    args = parser.parse_args()
+    args = PARSER.parse_args()
     if args.train_updates == 1 or args.train_updates < 0:
-        parser.error("--train-updates must be 0 (no training run) or >= 2 (the last update also evaluates)")
+        PARSER.error("--train-updates must be 0 (no training run) or >= 2 (the last update also evaluates)")
 
-    started = datetime.datetime.now(datetime.UTC)
-    rows = []
+    code, rows = pv.code_version("cleanfive/envs/moba.py"), []
     for num_envs in args.batch_sizes:
-        jobs = [(args.env_id, num_envs, args.num_heroes, args.seconds, args.seed + p) for p in range(args.processes)]
-        if args.processes == 1:
-            results = [measure(*jobs[0])]
-        else:
-            with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
-                results = pool.map(_measure_star, jobs)
+        jobs = [(args.env_id, num_envs, args.num_heroes, args.seconds, args.seed + i) for i in range(args.processes)]
+        with multiprocessing.get_context("spawn").Pool(args.processes) as pool:  # each in a fresh process
+            results = pool.starmap(measure, jobs)
         hero_steps = [num_envs * 2 * args.num_heroes * steps for _, _, steps in results]
         game_only = sum(h / in_step for h, (in_step, _, _) in zip(hero_steps, results, strict=True))
         with_actions = sum(h / total for h, (_, total, _) in zip(hero_steps, results, strict=True))
-        steps = sum(s for _, _, s in results)
-        rows.append((num_envs, steps, game_only, with_actions))
+        rows.append((num_envs, sum(s for _, _, s in results), game_only, with_actions))
         print(f"E={num_envs}: {game_only:,.0f} hero-steps/s game only, {with_actions:,.0f} with action sampling")
 
-    version = code_version("cleanfive/envs/moba.py")
-    command = f"uv run --all-extras python benchmark/{Path(__file__).name} " + " ".join(sys.argv[1:])
+    note = f" ({args.env_id}, N = {args.num_heroes} heroes per side, {args.processes} process(es), {args.seconds:g} s "
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit "
-        f"`{version}`, machine: {machine()}, NumPy {np.__version__}.",
-        "",
-        f"Command: `{command.strip()}` ({args.env_id}, N = {args.num_heroes} heroes per side, "
-        f"{args.processes} process(es), {args.seconds:g} s per batch size; random legal actions).",
-        "",
+        *pv.header(PARSER, args, code, f", NumPy {np.__version__}.", note + "per batch size; random legal actions)."),
         "| batch size E | steps | hero-steps/s, game only | hero-steps/s, with action sampling |",
         "|---|---|---|---|",
+        *(f"| {e} | {s} | {g:,.0f} | {w:,.0f} |" for e, s, g, w in rows),
     ]
-    lines += [f"| {e} | {s} | {g:,.0f} | {w:,.0f} |" for e, s, g, w in rows]
     if args.train_updates:
         train = train_sps(args.env_id, args.num_heroes, args.train_updates, args.seed) * 2 * args.num_heroes
         game = {e: g / args.processes for e, _, g, _ in rows}  # per process: training runs in one
-        ratio = f"{train / game[64]:.3f} of one process's game-only speed at E = 64" if 64 in game else ""
+        ratio = f" ({train / game[64]:.3f} of one process's game-only speed at E = 64)" if 64 in game else ""
         lines += [
             "",
             f"End to end: `cleanfive/ppo_lstm_selfplay.py --env-id {args.env_id} --num-heroes {args.num_heroes}` at "
             f"its defaults (E = 64 games, 64-step segments, hidden size 256, one process) trained at "
-            f"**{train:,.0f} hero-steps/s** over {args.train_updates} updates" + (f" ({ratio})." if ratio else "."),
+            f"**{train:,.0f} hero-steps/s** over {args.train_updates} updates{ratio}.",
         ]
     table = "\n".join(lines)
     print(table)
     if args.frame:
         save_frame(args.env_id, args.frame_steps)
-    if args.no_docs:
-        return
-    write_block(DOC, BEGIN, END, table)
+    if not args.no_docs:
+        pv.write_block(DOC, "moba_speed", table)
 
 
 if __name__ == "__main__":

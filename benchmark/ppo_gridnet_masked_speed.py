@@ -1,32 +1,23 @@
 """Training speed of cleanfive/ppo_gridnet_masked.py at its default settings, beside the speed of µRTS alone.
 
-Runs the script with its defaults (16x16 basesWorkers, 2 self-play + 2 CoacAI environments, 256 steps per rollout)
-for ``--updates`` updates without the final evaluation, once per ``--torch-threads`` value, and reads the SPS of its
-final `summary` line. Then steps the same four games with uniformly random legal actions (no network) for
-``--seconds`` and reports that too, so the table shows how much of the time goes into the game and how much into
-the network. Every measurement runs in its own subprocess (the JVM starts once per process), one after the other,
-``--repeats`` times in alternation. Writes the table into docs/ppo_gridnet_masked.md between the BENCHMARK markers
-unless --no-docs.
+Runs the script at its defaults for ``--updates`` updates once per ``--torch-threads`` value (the SPS of its final
+`summary` line), then steps the same four games with random legal actions for ``--seconds``, each in its own process
+(one JVM each), ``--repeats`` times in alternation. Writes the table into docs/ppo_gridnet_masked.md.
 
     uv run --all-extras python benchmark/ppo_gridnet_masked_speed.py --updates 8 --torch-threads 1 2 --repeats 2
 """
 
-import argparse
-import datetime
 import os
-import subprocess
 import sys
-from pathlib import Path
+import time
 
 import numpy as np
-from provenance import code_version, machine, write_block
+import provenance as pv
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "cleanfive" / "ppo_gridnet_masked.py"
-DOC = ROOT / "docs" / "ppo_gridnet_masked.md"
-BEGIN, END = "<!-- BENCHMARK:gridnet_speed -->", "<!-- /BENCHMARK:gridnet_speed -->"
+SCRIPT = pv.ROOT / "cleanfive" / "ppo_gridnet_masked.py"
+DOC = pv.ROOT / "docs" / "ppo_gridnet_masked.md"
 BATCH = (2 + 2) * 256  # the script's default environments x steps per rollout
-
+GAME = "game only, random legal actions"
 # runs in a fresh interpreter: the same four games as the script's defaults, random legal actions per cell
 GAME_ONLY = """
 import sys, time
@@ -46,69 +37,47 @@ while time.perf_counter() - start < seconds:
     steps += env.num_envs
 print(f"SPS={steps / (time.perf_counter() - start)}")
 """
-
-
-def train_sps(updates: int, threads: int, seed: int) -> float:
-    """SPS of the script at its defaults for ``updates`` updates with ``--torch-threads threads``."""
-    cmd = [sys.executable, str(SCRIPT), "--total-timesteps", str(updates * BATCH), "--torch-threads", str(threads)]
-    cmd += ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0", "--seed", str(seed), "--quiet"]
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("summary ")]
-    if result.returncode != 0 or not lines:
-        sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    fields = dict(kv.split("=", 1) for kv in lines[-1].split()[1:])
-    return float(fields["SPS"])
-
-
-def game_sps(seconds: float) -> float:
-    """Steps per second of the default four games with random legal actions, no network."""
-    result = subprocess.run([sys.executable, "-c", GAME_ONLY, str(seconds)], cwd=ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"game-only run failed:\n{result.stderr[-2000:]}")
-    return float(result.stdout.strip().splitlines()[-1].split("=", 1)[1])
+PARSER = pv.parser(__file__, __doc__, extra=False)
+PARSER.add_argument("--updates", type=int, default=8, help=f"updates per training run ({BATCH} steps each)")
+PARSER.add_argument("--torch-threads", type=int, nargs="+", default=[1, 2])
+PARSER.add_argument("--seconds", type=float, default=30.0, help="duration of each game-only measurement")
+PARSER.add_argument("--repeats", type=int, default=2)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--updates", type=int, default=8, help=f"updates per training run ({BATCH} steps each)")
-    parser.add_argument("--torch-threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--seconds", type=float, default=30.0, help="duration of each game-only measurement")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    args = parser.parse_args()
+    args = PARSER.parse_args()
 
-    started = datetime.datetime.now(datetime.UTC)
-    version = code_version(SCRIPT, "cleanfive/envs/microrts.py")
-    results: dict[str, list[float]] = {f"train, --torch-threads {t}": [] for t in args.torch_threads}
-    results["game only, random legal actions"] = []
+    code, started = pv.code_version(SCRIPT, "cleanfive/envs/microrts.py"), time.time()
+    train = [sys.executable, str(SCRIPT), "--total-timesteps", str(args.updates * BATCH), "--eval-episodes", "0"]
+    train += ["--eval-games", "0", "--save-every", "0", "--quiet"]
+    results: dict[str, list[float]] = {f"train, --torch-threads {t}": [] for t in args.torch_threads} | {GAME: []}
     for repeat in range(args.repeats):  # alternate the configurations so that drifting load hits them alike
         for t in args.torch_threads:
-            results[f"train, --torch-threads {t}"].append(train_sps(args.updates, t, seed=1 + repeat))
+            flags = ["--torch-threads", str(t), "--seed", str(1 + repeat)]
+            results[f"train, --torch-threads {t}"].append(float(pv.last_line([*train, *flags], "summary ")["SPS"]))
             print(f"  repeat {repeat}: train threads={t}: {results[f'train, --torch-threads {t}'][-1]:.0f}", flush=True)
-        results["game only, random legal actions"].append(game_sps(args.seconds))
-        print(f"  repeat {repeat}: game only: {results['game only, random legal actions'][-1]:.0f}", flush=True)
-    game = np.mean(results["game only, random legal actions"])
-    wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+        results[GAME].append(float(pv.last_line([sys.executable, "-c", GAME_ONLY, str(args.seconds)], "SPS=")["SPS"]))
+        print(f"  repeat {repeat}: game only: {results[GAME][-1]:.0f}", flush=True)
+    game = np.mean(results[GAME])
+    source = (
+        f"; {(time.time() - started) / 60:.0f} min in all, 1-minute load average at the end {os.getloadavg()[0]:.1f}."
+    )
+    note = (
+        f". Training runs are the script's defaults (16x16, 2 self-play + 2 CoacAI environments, {BATCH} steps per "
+        f"update) for {args.updates} updates, final evaluation off; steps are environment frames summed over the four "
+        "environments. Each row: mean ± std over the repeats."
+    )
 
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit `{version}`, machine: "
-        f"{machine()}; {wall / 60:.0f} min in all, 1-minute load average at the end {os.getloadavg()[0]:.1f}.",
-        "",
-        f"Command: `uv run --all-extras python benchmark/{Path(__file__).name} --updates {args.updates} "
-        f"--torch-threads {' '.join(map(str, args.torch_threads))} --seconds {args.seconds:g} --repeats "
-        f"{args.repeats}`. Training runs are the script's defaults (16x16, 2 self-play + 2 CoacAI environments, "
-        f"{BATCH} steps per update) for {args.updates} updates, final evaluation off; steps are environment "
-        "frames summed over the four environments. Each row: mean ± std over the repeats.",
-        "",
+        *pv.header(PARSER, args, code, source, note),
         "| Run | steps/s | ratio to game only |",
         "|---|---|---|",
+        *(f"| {name} | {np.mean(v):.0f} ± {np.std(v):.0f} | {np.mean(v) / game:.2f} |" for name, v in results.items()),
     ]
-    for name, values in results.items():
-        lines.append(f"| {name} | {np.mean(values):.0f} ± {np.std(values):.0f} | {np.mean(values) / game:.2f} |")
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
-        write_block(DOC, BEGIN, END, table)
+        pv.write_block(DOC, "gridnet_speed", table)
 
 
 if __name__ == "__main__":

@@ -1,34 +1,24 @@
 """Table 7.2 of Huang's thesis (invalid action masking vs penalties vs naive masking vs masking removed) with
 cleanfive/ppo_gridnet_masked.py on the real Gym-µRTS, at a CPU budget.
 
-The task: harvest resources for player 0 (reward weights 0 1 0 0 0 0), against the passive bot, on the basesWorkers
-maps (one base and one worker per side, the worker next to a resource pile). Runs every strategy x map x seed as a
-subprocess of the script, parses its final `summary` line, and prints a markdown table in the thesis' columns with
-"ours / thesis" in every cell: r_episode (mean return of the last 10 training episodes), a_null, a_busy, a_owner
-(Gridnet analogues, per episode), t_solve (% of the budget until the mean of the last 10 returns reaches 40;
-solved seeds only, with how many solved), t_first (% of the budget until the first positive reward). "Masking
-removed" is the masking agent evaluated at the end without its mask. Writes the table into
-docs/ppo_gridnet_masked.md between the BENCHMARK:table72 markers unless --no-docs.
+The task: harvest resources (reward weights 0 1 0 0 0 0) against the passive bot on the basesWorkers maps. Runs
+every strategy x map x seed as a subprocess, parses its final `summary` line and tabulates "ours / thesis" in the
+thesis' columns ("Masking removed": the masking agent evaluated without its mask). Writes the table into
+docs/ppo_gridnet_masked.md unless --no-docs.
 
     uv run --all-extras python benchmark/ppo_gridnet_masked_table72.py --maps 4x4 10x10 --seeds 1 2 3
 """
 
-import argparse
-import datetime
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
-from provenance import code_version, machine, write_block
+import provenance as pv
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "cleanfive" / "ppo_gridnet_masked.py"
-DOC = ROOT / "docs" / "ppo_gridnet_masked.md"
-BEGIN, END = "<!-- BENCHMARK:table72 -->", "<!-- /BENCHMARK:table72 -->"
+SCRIPT = pv.ROOT / "cleanfive" / "ppo_gridnet_masked.py"
+DOC = pv.ROOT / "docs" / "ppo_gridnet_masked.md"
 PENALTIES = (-1.0, -0.1, -0.01, 0.0)
 COLUMNS = ("r_episode", "a_null", "a_busy", "a_owner", "t_solve", "t_first")
 # Table 7.2 (UAS, 4 seeds): (r_episode, a_null, a_busy, a_owner, t_solve %, t_first %); None = "-"
@@ -57,6 +47,11 @@ THESIS = {
 }
 LABELS = {"penalty": "Invalid action penalty", "masking": "Invalid action masking", "removed": "Masking removed"}
 LABELS["naive"] = "Naive invalid action masking"
+PARSER = pv.parser(__file__, __doc__)
+PARSER.add_argument("--maps", nargs="+", default=["4x4", "10x10"], choices=["4x4", "10x10", "16x16"])
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--total-timesteps", type=int, default=100_000, help="budget of every run (frames x envs)")
+PARSER.add_argument("--jobs", type=int, default=1, help="runs in parallel (each uses ~1 core: torch + Java)")
 
 
 def run_one(size: str, strategy: str, penalty: float | None, seed: int, steps: int, extra: list[str]) -> dict:
@@ -67,15 +62,9 @@ def run_one(size: str, strategy: str, penalty: float | None, seed: int, steps: i
     cmd += ["--eval-games", "0", "--total-timesteps", str(steps), "--seed", str(seed), "--strategy", strategy]
     cmd += ["--quiet", *(["--invalid-penalty", str(penalty)] if penalty is not None else []), *extra]
     start = time.time()
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("summary ")]
-    if result.returncode != 0 or not lines:
-        sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    fields = dict(kv.split("=", 1) for kv in lines[-1].split()[1:])
-    row = {k: float(v) for k, v in fields.items() if k != "strategy"}
-    print(
-        f"  {size} {strategy} {penalty} seed {seed}: r={row['r_episode']:.2f} t_solve={row['t_solve']:.3g}", flush=True
-    )
+    row = {k: float(v) for k, v in pv.last_line(cmd, "summary ").items() if k != "strategy"}
+    label = f"{size} {strategy} {penalty} seed {seed}"
+    print(f"  {label}: r={row['r_episode']:.2f} t_solve={row['t_solve']:.3g}", flush=True)
     return row | {"wall": time.time() - start}
 
 
@@ -93,72 +82,48 @@ def cell(values: list[float], thesis: float | None, percent: bool = False, solve
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--maps", nargs="+", default=["4x4", "10x10"], choices=["4x4", "10x10", "16x16"])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--total-timesteps", type=int, default=100_000, help="budget of every run (frames x envs)")
-    parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (each uses ~1 core: torch + Java)")
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    parser.add_argument("extra", nargs="*", help="extra flags for the script, after --")
-    args = parser.parse_args()
-
-    started = datetime.datetime.now(datetime.UTC)
-    version = code_version(SCRIPT, "cleanfive/envs/microrts.py")
-    configs = [("masking", None), ("naive", None)] + [("penalty", p) for p in PENALTIES]
-    jobs = [(m, s, p, seed) for m in args.maps for s, p in configs for seed in args.seeds]
+    args = PARSER.parse_args()
+    code, started = pv.code_version(SCRIPT, "cleanfive/envs/microrts.py"), time.time()
+    configs = [("masking", None), ("naive", None)] + [("penalty", penalty) for penalty in PENALTIES]
+    jobs = [(size, *config, seed) for size in args.maps for config in configs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda j: run_one(*j, args.total_timesteps, args.extra), jobs))
     runs = {job[:3]: [] for job in jobs}
     for job, row in zip(jobs, rows, strict=True):
         runs[job[:3]].append(row)
-    wall = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
 
+    source = f"; {(time.time() - started) / 60:.0f} min in all, {args.jobs} run(s) at a time, 1-minute load average "
+    source += f"at the end {os.getloadavg()[0]:.1f}."
+    note = (
+        f". Every cell is **ours / thesis**; ours is the mean ± std over {len(args.seeds)} seeds, thesis is Table 7.2 "
+        "(UAS action space, 4 seeds, 500k steps). Our a_null / a_busy / a_owner are the Gridnet analogues per "
+        "2000-frame episode (see the implementation details); the masking strategies never issue such actions, as in "
+        'the thesis ("-").'
+    )
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {started:%Y-%m-%d %H:%M} UTC, commit "
-        f"`{version}`, machine: {machine()}; {wall / 60:.0f} min in all, {args.jobs} run(s) at a time, 1-minute load "
-        f"average at the end {os.getloadavg()[0]:.1f}.",
-        "",
-        "Command: `uv run --all-extras python benchmark/"
-        + Path(__file__).name
-        + f" --maps {' '.join(args.maps)} --seeds {' '.join(map(str, args.seeds))}"
-        + f" --total-timesteps {args.total_timesteps} --jobs {args.jobs}"
-        + (f" -- {' '.join(args.extra)}" if args.extra else "")
-        + f"`. Every cell is **ours / thesis**; ours is the mean ± std over {len(args.seeds)} seeds, thesis is "
-        "Table 7.2 (UAS action space, 4 seeds, 500k steps). Our a_null / a_busy / a_owner are the Gridnet "
-        "analogues per 2000-frame episode (see the implementation details); the masking strategies never issue "
-        'such actions, as in the thesis ("-").',
-        "",
+        *pv.header(PARSER, args, code, source, note),
         "| Strategy | Map | r_invalid | r_episode | a_null | a_busy | a_owner | t_solve | t_first | invalid (ours) "
         "| SPS (ours) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    order = [("penalty", size, p) for size in args.maps for p in PENALTIES]  # Table 7.2's row order
+    order = [("penalty", size, penalty) for size in args.maps for penalty in PENALTIES]  # Table 7.2's row order
     order += [(strategy, size, None) for strategy in ("masking", "removed", "naive") for size in args.maps]
     for strategy, size, penalty in order:
         src = runs[(size, "masking" if strategy == "removed" else strategy, penalty)]
         prefix = "eval_nomask_" if strategy == "removed" else ""
         thesis = THESIS[(strategy, size, penalty)]
-        masked = strategy in ("masking", "naive")
-        cells = []
+        masked, cells = strategy in ("masking", "naive"), []
         for i, name in enumerate(COLUMNS):
             key = prefix + ("return" if prefix and name == "r_episode" else name)
-            values = [r.get(key, np.nan) for r in src]
-            if masked and name.startswith("a_"):
-                values = [np.nan] * len(src)
-            cells.append(
-                cell(values, thesis[i], percent=name.startswith("t_"), solved=name == "t_solve" and not prefix)
-            )
-        invalid = [r[prefix + "invalid"] for r in src]
-        lines.append(
-            f"| {LABELS[strategy]} | {size} | {'-' if penalty is None else f'{penalty:g}'} | "
-            + " | ".join(cells)
-            + f" | {np.mean(invalid):.1f} | {np.mean([r['SPS'] for r in src]):.0f} |"
-        )
+            values = [np.nan if masked and name.startswith("a_") else r.get(key, np.nan) for r in src]
+            cells.append(cell(values, thesis[i], name.startswith("t_"), solved=name == "t_solve" and not prefix))
+        cells += [f"{np.mean([r[prefix + 'invalid'] for r in src]):.1f}", f"{np.mean([r['SPS'] for r in src]):.0f}"]
+        r_invalid = "-" if penalty is None else f"{penalty:g}"
+        lines.append(f"| {LABELS[strategy]} | {size} | {r_invalid} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
-    if args.no_docs:
-        return
-    write_block(DOC, BEGIN, END, table)
+    if not args.no_docs:
+        pv.write_block(DOC, "table72", table)
 
 
 if __name__ == "__main__":

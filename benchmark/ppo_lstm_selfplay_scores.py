@@ -1,70 +1,51 @@
-"""What the learner's team did in its games, late in each run: the world's score components (last hits, deaths,
-tower damage, seconds off-lane, ...) of cleanfive/ppo_lstm_selfplay.py runs, read from their TensorBoard events.
+"""What the learner's team did in its games late in cleanfive/ppo_lstm_selfplay.py runs, from their TensorBoard events.
 
-At every step where games end, the script logs ``scores/<name>``: the learner team's total per game, summed over
-its heroes (a team component such as ``win`` or ``tower1`` counts once per hero), averaged over those games. This
-prints, per run, the mean of those points over the last ``--fraction`` of the run's steps, so that runs that
-learned and runs that did not can be told apart by how they play. Below the scores, from ``charts/episodic_return``
-and ``charts/episodic_length`` (one point per game) over the same steps: how many games the learner won, lost and
-drew, and how long they lasted. Writes the table into docs/ppo_lstm_selfplay.md
-between the ``--block`` markers unless --no-docs.
+Per run, the mean of each ``scores/<name>`` series (the learner team's total per game, heroes summed) over the last
+``--fraction`` of its steps, then how many games it won, lost and drew in those steps and how long they lasted.
+Writes the table into docs/ppo_lstm_selfplay.md between the ``--block`` markers unless --no-docs.
 
-    uv run --all-extras python benchmark/ppo_lstm_selfplay_scores.py runs/Moba5v5-v0__ppo_lstm_selfplay__1__* \
+    uv run --all-extras python benchmark/ppo_lstm_selfplay_scores.py runs/Moba5v5-v0__ppo_lstm_selfplay__1__* \\
         --labels "seed 1" --no-docs
 """
 
-import argparse
-import datetime
 from pathlib import Path
 
 import numpy as np
-from provenance import machine, require_block, usage_error, write_block
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+import provenance as pv
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "ppo_lstm_selfplay.md"
+DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
+PARSER = pv.parser(__file__, __doc__, extra=False)
+PARSER.add_argument("runs", type=Path, nargs="+", help="run directories (runs/<run_name>)")
+PARSER.add_argument("--labels", nargs="+", help="a column name per run (default: the run directory's name)")
+PARSER.add_argument("--fraction", type=float, default=0.25, help="the last fraction of each run's steps read")
+PARSER.add_argument("--block", default="moba_scores", help="docs block to write")
 
 
 def late_scores(run: Path, fraction: float) -> tuple[dict[str, float], int, int, np.ndarray, np.ndarray]:
-    """Mean of every scores/* series over its points in the last `fraction` of the run's steps; with how many
+    """Mean of every scores/* series over its points in the last ``fraction`` of the run's steps; with how many
     points that is, the run's last step, and the outcome and length of every game that ended in those steps."""
-    events = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    events.Reload()
-    tags = [t for t in events.Tags()["scalars"] if t.startswith("scores/")]
-    if not tags:
-        usage_error(f"{run} has no scores/* in its TensorBoard events; pass a ppo_lstm_selfplay.py run directory")
-    last = max(e.step for t in tags for e in events.Scalars(t))
-
-    def late(tag: str) -> np.ndarray:
-        has = tag in events.Tags()["scalars"]
-        return np.array([e.value for e in events.Scalars(tag) if e.step >= (1 - fraction) * last] if has else [])
-
-    means = {tag.removeprefix("scores/"): float(late(tag).mean()) for tag in tags}
-    return means, late(tags[0]).size, last, late("charts/episodic_return"), late("charts/episodic_length")
+    series = pv.scalars(run)
+    if not (tags := [tag for tag in series if tag.startswith("scores/")]):
+        pv.usage_error(f"{run} has no scores/* in its TensorBoard events; pass a ppo_lstm_selfplay.py run directory")
+    last = max(step for tag in tags for step, _ in series[tag])
+    late = {tag: np.array([v for step, v in points if step >= (1 - fraction) * last]) for tag, points in series.items()}
+    games = [late.get(f"charts/episodic_{key}", np.zeros(0)) for key in ("return", "length")]
+    return {tag.removeprefix("scores/"): float(late[tag].mean()) for tag in tags}, late[tags[0]].size, last, *games
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", type=Path, nargs="+", help="run directories (runs/<run_name>)")
-    parser.add_argument("--labels", nargs="+", help="a column name per run (default: the run directory's name)")
-    parser.add_argument("--fraction", type=float, default=0.25, help="the last fraction of each run's steps read")
-    parser.add_argument("--block", default="moba_scores", help="docs block to write")
-    parser.add_argument("--no-docs", action="store_true", help="print the table only; do not touch docs/")
-    args = parser.parse_args()
+    args = PARSER.parse_args()
     labels = args.labels or [run.name for run in args.runs]
-    if len(labels) != len(args.runs):
-        usage_error(f"{len(labels)} --labels for {len(args.runs)} runs; give one label per run directory")
-    if missing := [str(run) for run in args.runs if not run.is_dir()]:
-        usage_error(f"no such run directory: {', '.join(missing)}")
-    begin, end = f"<!-- BENCHMARK:{args.block} BEGIN -->", f"<!-- BENCHMARK:{args.block} END -->"
+    missing = [str(run) for run in args.runs if not run.is_dir()]
+    pv.check(len(labels) == len(args.runs), f"{len(labels)} --labels for {len(args.runs)} runs; give one per run")
+    pv.check(not missing, f"no such run directory: {', '.join(missing)}")
     if not args.no_docs:
-        require_block(DOC, begin, end)
+        pv.markers(DOC, args.block)
 
     results = [late_scores(run, args.fraction) for run in args.runs]
-    names = list(results[0][0])
     lines = [
-        f"Generated by `benchmark/{Path(__file__).name}` on {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} "
-        f"UTC, machine: {machine()}, from the TensorBoard events of the runs "
+        f"Generated by `benchmark/{PARSER.prog}` on {pv.now()}, machine: {pv.machine()}, from the TensorBoard events "
+        "of the runs "
         + ", ".join(f"`{run.name}`" for run in args.runs)
         + f". Each cell: the learner team's total per game (heroes summed), averaged over the last "
         f"{args.fraction:.0%} of that run's steps.",
@@ -72,23 +53,26 @@ def main() -> None:
         "| score | " + " | ".join(labels) + " |",
         "|---|" + "---|" * len(labels),
     ]
-    lines += [f"| `{name}` | " + " | ".join(f"{r[0].get(name, np.nan):.2f}" for r in results) + " |" for name in names]
-    lines.append("| points read (steps where games ended) | " + " | ".join(str(r[1]) for r in results) + " |")
-    lines.append("| run's last step (M) | " + " | ".join(f"{r[2] / 1e6:.2f}" for r in results) + " |")
-    lines.append(
-        "| games ended in those steps: won / lost / drawn | "
-        + " | ".join(f"{(r[3] > 0).sum()} / {(r[3] < 0).sum()} / {(r[3] == 0).sum()}" for r in results)
-        + " |"
-    )
-    lines.append(
-        "| their length in steps: mean (min–max) | "
-        + " | ".join(f"{r[4].mean():.0f} ({r[4].min():.0f}–{r[4].max():.0f})" if r[4].size else "—" for r in results)
-        + " |"
-    )
+    lines += [
+        f"| `{name}` | " + " | ".join(f"{r[0].get(name, np.nan):.2f}" for r in results) + " |" for name in results[0][0]
+    ]
+    for label, cells in [
+        ("points read (steps where games ended)", [str(r[1]) for r in results]),
+        ("run's last step (M)", [f"{r[2] / 1e6:.2f}" for r in results]),
+        (
+            "games ended in those steps: won / lost / drawn",
+            [f"{(o > 0).sum()} / {(o < 0).sum()} / {(o == 0).sum()}" for *_, o, _ in results],
+        ),
+        (
+            "their length in steps: mean (min–max)",
+            [f"{n.mean():.0f} ({n.min():.0f}–{n.max():.0f})" if n.size else "—" for *_, n in results],
+        ),
+    ]:
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
-        write_block(DOC, begin, end, table)
+        pv.write_block(DOC, args.block, table)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """Repository-level checks: lint, docs build, and the CI entry point's exit-code handling."""
 
+import importlib
+import math
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -44,11 +47,6 @@ def test_ci_run_exit_codes(tmp_path, pytest_exit, ci_fails):
     assert "uv run --all-extras pytest" in readme
 
 
-def test_readme_main_command_points_at_a_script():
-    readme = (ROOT / "README.md").read_text()
-    assert "uv run python cleanfive/ppo_lstm_selfplay.py" in readme
-
-
 SCRIPTS = sorted(p.stem for p in (ROOT / "cleanfive").glob("*.py") if p.stem not in ("__init__", "trueskill_league"))
 LINE_REF = re.compile(r"\(lines? (\d+)(?:–(\d+))?: `([^`]+)`\)")
 
@@ -75,18 +73,88 @@ def test_implementation_details_cite_the_lines_that_hold_them(name):
         )
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "benchmark").glob("*.py") if p.name != "provenance.py"))
-def test_benchmark_scripts_import_and_parse_their_flags(name):
-    """Every benchmark still imports (provenance helpers, the script's own imports) and answers --help."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmark" / name), "--help"], capture_output=True, text=True, cwd=ROOT
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "usage:" in result.stdout
+sys.path.insert(0, str(ROOT / "benchmark"))  # the benchmarks import their provenance helper from their folder
+import provenance  # noqa: E402
+
+BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmark").glob("*.py") if p.name != "provenance.py")
+SCRIPT = re.compile(r"((?:benchmark|cleanfive)/\w+\.py)(.*)", re.S)  # a script and what follows it
+
+
+def benchmark(name: str):
+    """The module of benchmark/<name>.py, imported without running it."""
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_benchmark_scripts_import_and_describe_their_flags(name):
+    """Every benchmark imports (provenance helpers, the script's own imports) and its parser makes a --help text."""
+    assert "usage:" in benchmark(name).PARSER.format_help()
+
+
+def documented_commands() -> list[tuple[str, str, list[str] | None]]:
+    """(where, script, words after it) of every command of a benchmark/*.py or cleanfive/*.py script in README.md and
+    docs/*.md: each line of a fenced code block that names one (backslash continuations joined, # comments dropped),
+    and each inline code span that starts with one, or with `uv run ... python` and one (words None: the script's
+    name alone, a mention)."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        blocks = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M)
+        lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+        spans = re.findall(
+            r"`((?:uv run [^`]*?python )?(?:benchmark|cleanfive)/\w+\.py[^`]*)`",
+            re.sub(r"^```.*?^```", "", text, flags=re.S | re.M),
+        )
+        for command in [*lines, *spans]:
+            if match := SCRIPT.search(command):
+                words = shlex.split(match[2], comments=True)  # a bare name is a mention, not a command: None
+                words = None if not words and command.startswith(match[1]) else words
+                found.append((f"{page.relative_to(ROOT)}: {command[:100]}", match[1], words))
+    return found
+
+
+def test_documented_commands_run_as_written():
+    """Every command the docs print names a script that exists and passes only flags that it accepts: a benchmark's
+    own flags parse with its parser (values and choices included), and the flags after `--` (and a cleanfive
+    script's flags) are fields of the training script's `Args`. Cheap: no script is run."""
+    commands = documented_commands()
+    undocumented = {f"benchmark/{name}.py" for name in BENCHMARKS} - {script for _, script, _ in commands}
+    assert not undocumented, f"no command of {sorted(undocumented)} in the docs"
+    for where, script, words in commands:
+        assert (ROOT / script).is_file(), f"{where}: {script} does not exist"
+        if words is None:
+            continue
+        own, extra = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
+        if script.startswith("cleanfive/"):
+            own, extra, trainers = [], words, [ROOT / script]
+        else:
+            module = benchmark(Path(script).stem)
+            try:
+                module.PARSER.parse_args(own)
+            except SystemExit as exc:
+                pytest.fail(f"{where}: {script} rejects {own} (exit code {exc.code})")
+            trainers = [getattr(module, name) for name in ("SCRIPT", "PARENT", "SURGERY") if hasattr(module, name)]
+        flags = {word.split("=")[0] for word in extra if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", word)}
+        for trainer in trainers if flags else []:
+            unknown = flags - provenance.script_flags(trainer)
+            assert not unknown, f"{where}: {trainer.name} has no {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("name", [name for name in BENCHMARKS if name != "ppo_lstm_selfplay_scores"])
+def test_the_command_a_table_prints_gives_back_its_arguments(name):
+    """The command line above a table (provenance.command) parses back to the arguments that made the table, for the
+    defaults and for every documented command (--no-docs and --jobs aside: they do not change the table)."""
+    module = benchmark(name)
+    for words in [
+        [],
+        *(words for _, script, words in documented_commands() if words and script.endswith(f"/{name}.py")),
+    ]:
+        args = module.PARSER.parse_args(words)
+        again = module.PARSER.parse_args(shlex.split(provenance.command(module.PARSER, args))[5:])
+        assert {**vars(again), "no_docs": 0, "jobs": 0} == {**vars(args), "no_docs": 0, "jobs": 0}, words
 
 
 def test_over_seeds_spread_counts_only_seeds_with_a_value():
-    sys.path.insert(0, str(ROOT / "benchmark"))
     from provenance import over_seeds
 
     assert over_seeds([1.0, float("nan"), 3.0], ".2f") == "2.00 ± 1.00 (2/3 seeds)"  # std of {1, 3} is 1
@@ -151,13 +219,9 @@ def test_rerun_tabulates_kept_arms(tmp_path):
     """--from-results builds the rerun table from the kept arms alone: the target is (a)'s final mu, each arm's
     first evaluation at or above it gives its steps and CPU time, and an (a) kept for another v0 model is not used."""
     import argparse
-    import importlib.util
     import json
 
-    sys.path.insert(0, str(ROOT / "benchmark"))  # the benchmark imports its provenance helper from its folder
-    spec = importlib.util.spec_from_file_location("rerun", ROOT / "benchmark" / "five_surgery_rerun.py")
-    rerun = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rerun)
+    rerun = benchmark("five_surgery_rerun")
     defaults = argparse.Namespace(extra=[], v0_steps=2_500_000, surgery_steps=500_000, scratch_steps=3_000_000)
     defaults.surgery_flags, defaults.bot_fraction = "--add-inputs --add-actions", 0.2
 
@@ -227,3 +291,22 @@ def test_ablations_tabulate_kept_curves(tmp_path):
     assert result.returncode == 2 and "8 of the 8 runs are not kept" in result.stderr
     result = subprocess.run([*cmd, "4", "--", "--policy-lag", "2"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "--policy-lag after -- would override" in result.stderr  # not every arm lag 2
+
+
+def test_versions_to_reach_and_speedup():
+    """Equation 2 of OpenAI Five's Appendix M, which the ablations table reports."""
+    versions = list(range(0, 12))
+    base = (versions, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 120])
+    exp = (versions, [0, 10, 20, 40, 100, 90, 130, 140, 150, 160, 170, 180])
+    assert provenance.versions_to_reach(*base, 100) == 10.0
+    assert provenance.versions_to_reach(*exp, 100) == 4.0
+    assert provenance.speedup(base, exp, 100) == pytest.approx(2.5)
+    assert provenance.speedup(exp, base, 100) == pytest.approx(0.4)
+    assert provenance.versions_to_reach(*base, 500) == math.inf
+    assert provenance.speedup(base, exp, 130) == math.inf  # experiment reaches 130 at 6, baseline never
+    assert provenance.speedup(exp, base, 130) == 0.0  # baseline reaches it, experiment never
+    assert math.isnan(provenance.speedup(base, exp, 500))
+    assert provenance.speedup(base, ([0, 5], [10, 10]), 1) == math.inf  # experiment already there at version 0
+    assert math.isnan(provenance.speedup(base, exp, -1))  # both at version 0
+    with pytest.raises(ValueError):
+        provenance.versions_to_reach([1, 2], [1.0], 0)

@@ -1,8 +1,7 @@
-"""Tests for cleanfive.trueskill_league against hand-computed TrueSkill, softmax, quality and speedup values."""
+"""Tests for cleanfive.trueskill_league against hand-computed TrueSkill, softmax and quality values."""
 
 import json
 import math
-import os
 from statistics import NormalDist
 
 import numpy as np
@@ -55,11 +54,11 @@ def _closed_form(mu1, s1, mu2, s2, outcome):
     return mu1 + sign * s1**2 / c * v, math.sqrt(s1**2 * (1 - s1**2 / c**2 * w))
 
 
-# ---------------------------------------------------------------- environment and ranked rating
+# ---------------------------------------------------------------- environment and two-player rating
 
 
 def test_environment_parameters():
-    env = tl.make_trueskill()
+    env = tl.TRUESKILL
     assert env.sigma == pytest.approx(25 / 3)
     assert env.beta == pytest.approx(25 / 6)
     assert env.tau == 0.0
@@ -68,11 +67,18 @@ def test_environment_parameters():
     assert trueskill.global_env().draw_probability == pytest.approx(0.10)  # global environment untouched
 
 
+def _evaluator(refs, start=None):
+    ev = tl.ReferenceEvaluator(refs)
+    if start is not None:
+        ev.rating = start
+    return ev
+
+
 @pytest.mark.parametrize("outcome,score", [("win", 1.0), ("loss", 0.0), ("draw", 0.5)])
 def test_one_vs_one_matches_closed_form(outcome, score):
     ref = trueskill.Rating(mu=7.0, sigma=2.5)
-    ev = tl.ReferenceEvaluator({"random": trueskill.Rating(0.0, 1.0), "ref": ref}, start=trueskill.Rating(3.0, 6.0))
-    new = ev.update("ref", score)
+    ev = _evaluator({"random": trueskill.Rating(0.0, 1.0), "ref": ref}, start=trueskill.Rating(3.0, 6.0))
+    new = ev.update_many("ref", [score])
     mu, sigma = _closed_form(3.0, 6.0, 7.0, 2.5, outcome)
     assert new.mu == pytest.approx(mu, rel=1e-6)
     assert new.sigma == pytest.approx(sigma, rel=1e-6)
@@ -81,13 +87,13 @@ def test_one_vs_one_matches_closed_form(outcome, score):
 
 def test_win_raises_mu_lowers_sigma_loss_lowers_mu():
     refs = {"random": trueskill.Rating(0.0, 1.0)}
-    win = tl.ReferenceEvaluator(refs).update("random", 1)
-    loss = tl.ReferenceEvaluator(refs).update("random", 0)
+    win = tl.ReferenceEvaluator(refs).update_many("random", [1])
+    loss = tl.ReferenceEvaluator(refs).update_many("random", [0])
     assert win.mu > 0 and win.sigma < tl.SIGMA0
     assert loss.mu < 0 and loss.sigma < tl.SIGMA0
     assert refs["random"] == trueskill.Rating(0.0, 1.0)
     with pytest.raises(ValueError):
-        tl.ReferenceEvaluator(refs).update("random", 0.7)
+        tl.ReferenceEvaluator(refs).update_many("random", [0.7])
 
 
 def test_update_many_is_sequential_updates():
@@ -96,47 +102,39 @@ def test_update_many_is_sequential_updates():
     a.update_many("random", [1, 0.5, 0, 1])
     b = tl.ReferenceEvaluator(refs)
     for s in [1, 0.5, 0, 1]:
-        b.update("random", s)
+        b.update_many("random", [s])
     assert (a.rating.mu, a.rating.sigma) == (b.rating.mu, b.rating.sigma)
 
 
-def test_free_for_all_four_players():
-    players = [trueskill.Rating(25.0, 25 / 3)] * 4
-    new = tl.rate_ranked(players, [0, 1, 2, 3])
-    deltas = [n.mu - 25.0 for n in new]
-    assert deltas[0] > 0 > deltas[3]
-    assert deltas[0] > deltas[1] > deltas[2] > deltas[3]
-    assert deltas[0] == pytest.approx(-deltas[3], rel=1e-3) and deltas[1] == pytest.approx(-deltas[2], rel=1e-3)
-    tied = tl.rate_ranked(players, [0, 0, 1, 1])
-    # trueskill caps its multi-team message passing at 10 sweeps: tied players differ by ~2.5e-4
-    assert tied[0].mu == pytest.approx(tied[1].mu, abs=1e-3) and tied[2].mu == pytest.approx(tied[3].mu, abs=1e-3)
-    assert tied[0].mu > 25.0 > tied[2].mu
-
-
-def test_equal_ranks_are_a_draw():
+def test_equal_scores_are_a_draw():
     a, b = trueskill.Rating(30.0, 5.0), trueskill.Rating(20.0, 7.0)
-    na, nb = tl.rate_ranked([a, b], [0, 0])
+    na, nb = tl.rate_game(a, b, 0.5)
     mu, sigma = _closed_form(30.0, 5.0, 20.0, 7.0, "draw")
     assert na.mu == pytest.approx(mu, rel=1e-6) and na.sigma == pytest.approx(sigma, rel=1e-6)
     assert na.mu < 30.0 and nb.mu > 20.0  # the stronger player loses rating on a draw
+    lb, la = tl.rate_game(b, a, 0.0)  # b's loss is a's win
+    assert (la.mu, la.sigma) == pytest.approx(_closed_form(30.0, 5.0, 20.0, 7.0, "win"), rel=1e-6)
+    assert (lb.mu, lb.sigma) == pytest.approx(_closed_form(20.0, 7.0, 30.0, 5.0, "loss"), rel=1e-6)
     with pytest.raises(ValueError):
-        tl.rate_ranked([a], [0])
+        tl.rate_game(a, b, 2)
 
 
 # ---------------------------------------------------------------- reference pool
 
 
-def test_shift_pins_anchor_and_keeps_differences():
-    raw = {"random": trueskill.Rating(18.0, 3.0), "a": trueskill.Rating(25.0, 2.0), "b": trueskill.Rating(40.5, 1.0)}
-    shifted = tl.shift_ratings(raw, "random")
-    assert shifted["random"].mu == 0.0
-    assert shifted["a"].mu == pytest.approx(7.0) and shifted["b"].mu == pytest.approx(22.5)
-    for x in raw:
-        assert shifted[x].sigma == raw[x].sigma
-        for y in raw:
-            assert shifted[x].mu - shifted[y].mu == pytest.approx(raw[x].mu - raw[y].mu)
+def test_fit_shift_pins_anchor_and_keeps_differences():
+    rng = np.random.default_rng(2)
+    names = ["random", "a", "b"]
+    results = [(str(x), str(y), float(rng.choice([0, 0.5, 1]))) for x, y in rng.choice(names, (40, 2))]
+    results = [r for r in results if r[0] != r[1]]
+    by_random, by_b = tl.fit_reference_ratings(results), tl.fit_reference_ratings(results, anchor="b")
+    assert by_random["random"].mu == 0.0 and by_b["b"].mu == 0.0
+    for x in names:
+        assert by_random[x].sigma == pytest.approx(by_b[x].sigma, rel=1e-12)  # sigmas are not shifted
+        for y in names:
+            assert by_random[x].mu - by_random[y].mu == pytest.approx(by_b[x].mu - by_b[y].mu)
     with pytest.raises(ValueError):
-        tl.shift_ratings(raw, "missing")
+        tl.fit_reference_ratings(results, anchor="missing")
 
 
 def test_fit_reference_ratings_single_game_closed_form():
@@ -167,7 +165,7 @@ def test_fit_reference_ratings_orders_agents_and_is_deterministic():
 
 def test_choose_within_window_or_nearest():
     refs = {k: trueskill.Rating(mu, 1.0) for k, mu in {"random": 0.0, "a": 8.0, "b": 15.0, "c": 30.0}.items()}
-    ev = tl.ReferenceEvaluator(refs, start=trueskill.Rating(5.0, 3.0))
+    ev = _evaluator(refs, start=trueskill.Rating(5.0, 3.0))
     assert sorted(ev.choose()) == ["a", "b", "random"]  # |0-5|=5, |8-5|=3, |15-5|=10 (edge included), |30-5|=25
     ev.rating = trueskill.Rating(4.5, 3.0)  # |15-4.5| = 10.5 > 10
     assert sorted(ev.choose()) == ["a", "random"]
@@ -182,6 +180,17 @@ def test_finish_version_logs_and_resets_sigma():
     logged = ev.finish_version(10)
     assert ev.history == [{"version": 10, "mu": logged.mu, "sigma": logged.sigma}]
     assert ev.rating.mu == logged.mu and ev.rating.sigma == tl.SIGMA0
+
+
+def test_evaluator_state_round_trip():
+    ev = tl.ReferenceEvaluator({"random": trueskill.Rating(0.0, 1.0), "a": trueskill.Rating(9.0, 1.5)})
+    ev.update_many("a", [1, 0, 1])
+    ev.finish_version(10)
+    ev.update_many("random", [1])
+    again = tl.ReferenceEvaluator({"x": trueskill.Rating(0.0, 1.0)})
+    again.load_state_dict(json.loads(json.dumps(ev.state_dict())))
+    assert again.rating == ev.rating and again.references == ev.references and again.history == ev.history
+    assert tl.rating_from_dict({"mu": 1.5, "sigma": 2.0}) == trueskill.Rating(1.5, 2.0)
 
 
 # ---------------------------------------------------------------- opponent pool
@@ -213,7 +222,7 @@ def test_record_win_quality_update():
     assert pool.qualities[1] == pytest.approx(0.994697, abs=1e-6)  # 1 - 0.01 / (3 * 0.628530)
 
 
-def test_add_uses_max_quality_and_loss_changes_nothing():
+def test_add_uses_max_quality():
     pool = tl.OpponentPool()
     pool.add("v0")
     assert pool.qualities.tolist() == [0.0]
@@ -225,16 +234,9 @@ def test_add_uses_max_quality_and_loss_changes_nothing():
     with pytest.raises(ValueError):
         pool.add("v10")
     before = pool.qualities.copy()
-    pool.record_game(1, 0.0)
-    pool.record_game(2, 0.5)
-    np.testing.assert_array_equal(pool.qualities, before)  # loss and draw: no update
-    pool.record_game(2, 1.0)
-    assert pool.qualities[2] == pytest.approx(0.4 - 0.01 / (3 * pool_p(before)[2]))
-
-
-def pool_p(q):
-    e = np.exp(q - q.max())
-    return e / e.sum()
+    pool.record_win(2)
+    e = np.exp(before - before.max())
+    assert pool.qualities[2] == pytest.approx(0.4 - 0.01 / (3 * (e / e.sum())[2]))
 
 
 def test_sampling_frequencies_match_probabilities():
@@ -246,20 +248,6 @@ def test_sampling_frequencies_match_probabilities():
         tl.OpponentPool().sample(np.random.default_rng(0), 1)
 
 
-def test_assign_split():
-    rng = np.random.default_rng(0)
-    empty = tl.OpponentPool().assign(rng, 64)
-    assert empty.shape == (64,) and (empty == -1).all()
-    pool = _pool([0.0, 2.0, -1.0])
-    out = pool.assign(rng, 64)
-    assert out.dtype.kind == "i" and (out == -1).sum() == 51 and (out >= 0).sum() == 13  # round(12.8) = 13
-    assert set(out[out >= 0].tolist()) <= {0, 1, 2}
-    assert ((pool.assign(rng, 10) == -1).sum(), (pool.assign(rng, 10, past_fraction=0.5) >= 0).sum()) == (8, 5)
-    many = np.concatenate([pool.assign(rng, 10) for _ in range(5000)])
-    freq = np.bincount(many[many >= 0], minlength=3) / (many >= 0).sum()
-    np.testing.assert_allclose(freq, pool.probabilities(), atol=0.01)
-
-
 def test_pool_state_round_trip():
     pool = _pool([0.0, 1.0, -0.5])
     other = tl.OpponentPool(eta=0.5)
@@ -268,86 +256,16 @@ def test_pool_state_round_trip():
     np.testing.assert_array_equal(other.qualities, pool.qualities)
 
 
-# ---------------------------------------------------------------- speedup
-
-
-def test_versions_to_reach_and_speedup():
-    versions = list(range(0, 12))
-    base = (versions, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 120])
-    exp = (versions, [0, 10, 20, 40, 100, 90, 130, 140, 150, 160, 170, 180])
-    assert tl.versions_to_reach(*base, 100) == 10.0
-    assert tl.versions_to_reach(*exp, 100) == 4.0
-    assert tl.speedup(base, exp, 100) == pytest.approx(2.5)
-    assert tl.speedup(exp, base, 100) == pytest.approx(0.4)
-    assert tl.versions_to_reach(*base, 500) == math.inf
-    assert tl.speedup(base, exp, 130) == math.inf  # experiment reaches 130 at 6, baseline never
-    assert tl.speedup(exp, base, 130) == 0.0  # baseline reaches it, experiment never
-    assert math.isnan(tl.speedup(base, exp, 500))
-    assert tl.speedup(base, ([0, 5], [10, 10]), 1) == math.inf  # experiment already there at version 0
-    assert math.isnan(tl.speedup(base, exp, -1))  # both at version 0
+def test_free_for_all_four_players():
+    """Neural MMO's tournaments rate ranked outcomes of more than two parties."""
+    players = [trueskill.Rating(25.0, 25 / 3)] * 4
+    new = tl.rate_ranked(players, [0, 1, 2, 3])
+    deltas = [n.mu - 25.0 for n in new]
+    assert deltas[0] > deltas[1] > deltas[2] > deltas[3] and deltas[0] > 0 > deltas[3]
+    assert deltas[0] == pytest.approx(-deltas[3], rel=1e-3) and deltas[1] == pytest.approx(-deltas[2], rel=1e-3)
+    tied = tl.rate_ranked(players, [0, 0, 1, 1])
+    # trueskill caps its multi-team message passing at 10 sweeps: tied players differ by ~2.5e-4
+    assert tied[0].mu == pytest.approx(tied[1].mu, abs=1e-3) and tied[2].mu == pytest.approx(tied[3].mu, abs=1e-3)
+    assert tied[0].mu > 25.0 > tied[2].mu
     with pytest.raises(ValueError):
-        tl.versions_to_reach([1, 2], [1.0], 0)
-
-
-# ---------------------------------------------------------------- persistence
-
-
-def _state():
-    ev = tl.ReferenceEvaluator({"random": trueskill.Rating(0.0, 1.0), "a": trueskill.Rating(9.0, 1.5)})
-    ev.update_many("a", [1, 0, 1])
-    ev.finish_version(10)
-    pool = _pool([0.0, 1.0, -0.5])
-    return {"evaluator": ev.state_dict(), "pool": pool.state_dict()}, ev
-
-
-def test_save_load_round_trip(tmp_path):
-    state, ev = _state()
-    path = tmp_path / "league.json"
-    tl.save_league(path, state)
-    loaded = tl.load_league(path)
-    assert loaded == state
-    again = tl.ReferenceEvaluator({"x": trueskill.Rating(0.0, 1.0)})
-    again.load_state_dict(loaded["evaluator"])
-    assert again.rating == ev.rating and again.references == ev.references and again.history == ev.history
-    assert os.listdir(tmp_path) == ["league.json"]
-
-
-@pytest.mark.parametrize("target", ["json.dump", "os.replace"])
-def test_interrupted_write_keeps_previous_file(tmp_path, monkeypatch, target):
-    path = tmp_path / "league.json"
-    tl.save_league(path, {"old": 1})
-
-    def broken_dump(obj, f, **kw):
-        f.write('{"new": ')  # half a document reaches the temp file
-        raise OSError("disk full")
-
-    def broken_replace(src, dst):
-        raise OSError("interrupted")
-
-    if target == "json.dump":
-        monkeypatch.setattr(tl.json, "dump", broken_dump)
-    else:
-        monkeypatch.setattr(tl.os, "replace", broken_replace)
-    with pytest.raises(OSError):
-        tl.save_league(path, {"new": 2})
-    monkeypatch.undo()
-    assert tl.load_league(path) == {"old": 1}
-    assert os.listdir(tmp_path) == ["league.json"]
-
-
-def test_load_missing_or_corrupt_raises(tmp_path):
-    missing = tmp_path / "nope.json"
-    with pytest.raises(tl.LeagueStateError, match="nope.json"):
-        tl.load_league(missing)
-    corrupt = tmp_path / "corrupt.json"
-    corrupt.write_text('{"evaluator": {"ref')
-    with pytest.raises(tl.LeagueStateError, match="corrupt.json"):
-        tl.load_league(corrupt)
-    not_object = tmp_path / "list.json"
-    not_object.write_text("[1, 2]")
-    with pytest.raises(tl.LeagueStateError, match="list.json"):
-        tl.load_league(not_object)
-    binary = tmp_path / "binary.json"
-    binary.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(tl.LeagueStateError, match="binary.json"):
-        tl.load_league(binary)
+        tl.rate_ranked(players[:1], [0])
