@@ -1,4 +1,5 @@
 # docs and experiment results: docs/ppo_action_guidance.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import hashlib
 import os
 import random
 import sys
@@ -15,12 +16,15 @@ from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.microrts import (
     ACTION_DIMS,
+    BOT_NAMES,
     MASK_SIZE,
     NUM_PLANES,
     REWARD_NAMES,
     MicrortsGridEnv,
     MicrortsUnavailable,
+    play_bot_games,
 )
+from cleanfive.trueskill_league import fit_reference_ratings
 
 
 @dataclass
@@ -42,19 +46,17 @@ class Args:
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """save GIFs of the first env's episodes 0, 1, 8, 27, ... and, with --eval-only, of its first evaluation
-    episode to `videos/{run_name}` (µRTS' Java renderer needs a display)"""
+    """save GIFs of env 0's episodes 0, 1, 8, 27, ... and its first evaluation episode (needs a display for µRTS)"""
     save_model: bool = False
     """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
     quiet: bool = False
     """if toggled, no progress line is printed (the final `summary` line still is)"""
-    save_every: int = 10
+    save_every: int = 20
     """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
     resume: str | None = None
-    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); µRTS cannot save its games (they
-    live in the JVM), so the games in progress restart: no completed update is lost"""
+    """continue from a `checkpoint.pt` with its `Args` (the games in progress restart: they live in the JVM)"""
 
-    # Gym-µRTS task (thesis section 8.4.1, with Gridnet actions instead of one unit per decision)
+    # Gym-µRTS task (defaults: the thesis' setting, scaled down to a 2-core laptop; see the docs page)
     task: Literal["LearnToAttack", "ProduceCombatUnits", "DefeatRandomEnemy"] = "LearnToAttack"
     """the sparse-reward task: its opponent, game length, sparse reward R_M and shaped reward R_A1 (see TASKS)"""
     map_path: str = "maps/10x10/basesWorkers10x10.xml"
@@ -113,9 +115,14 @@ class Args:
     # Evaluation
     eval_episodes: int = 8
     """games of the final evaluation, acting as at the end of training (rounded up to a multiple of --num-envs)"""
+    eval_bots: tuple[str, ...] = ("coacAI", "workerRushAI", "lightRushAI", "rojo", "randomBiasedAI", "randomAI")
+    """bots of the final TrueSkill league (rated with the agent; randomAI, if present, anchors mu = 0)"""
+    eval_games: int = 0
+    """games of the agent against each of `--eval-bots` (0: no league)"""
+    league_games: int = 2
+    """games per pair of `--eval-bots` (seats alternate) to rate the bots in the same league"""
     eval_only: str | None = None
-    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, evaluate it on the task and with
-    the strategy it was trained with, and exit"""
+    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, only evaluate it, and exit"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -127,15 +134,18 @@ class Args:
 
 
 MASK_VALUE = -1e8  # logit of an illegal entry (Eq. 7.2)
-# Section 8.4.1: the task's bot, its game length in frames, and the weights of R_M (sparse) and R_A1 (shaped) over
-# REWARD_NAMES + "closer" (by how much the enemy base's nearest own worker or combat unit came closer to it)
+OFFSETS = torch.tensor(np.cumsum((0,) + ACTION_DIMS[:-1]))  # first mask entry of each action component
+# action component(s) each action type reads: NOOP none, move, harvest, return, produce direction + type, attack
+USES = torch.tensor([[c in reads for c in range(7)] for reads in [(0,), (0, 1), (0, 2), (0, 3), (0, 4, 5), (0, 6)]])
+STAT_NAMES = ("a_null", "a_busy", "a_owner", "invalid")  # per-episode counts of action_stats
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "rng", "history", "plo_skips")
+# Section 8.4.1: bot, frames per game, weights of R_M and R_A1 over REWARD_NAMES + "closer" (see base_distance)
 TASKS = {
     "LearnToAttack": ("passiveAI", 2000, (0, 0, 0, 0, 1, 0, 0), (0, 0, 0, 0, 1, 0, 1)),
     "ProduceCombatUnits": ("passiveAI", 4000, (0, 0, 0, 0, 0, 1, 0), (0, 1, 0, 1, 0, 7, 0)),
     "DefeatRandomEnemy": ("randomBiasedAI", 6000, (1, 0, 0, 0, 0, 0, 0), (5, 1, 1, 0.2, 1, 7, 0.2)),
 }
-# Section 8.4.2: the schedule of each strategy, the periods as fractions of the thesis' 10M steps; sparse and shaped
-# are plain PPO: only the main (resp. auxiliary) policy acts and learns
+# Section 8.4.2: each strategy's schedule (fractions of the thesis' 10M steps); sparse, shaped: PPO on one policy
 SCHEDULE_KEYS = ("epsilon_start", "shift", "adaptation", "epsilon_end")
 STRATEGIES = {
     "sparse": (0.0, 0.0, 0.0, 0.0),
@@ -148,39 +158,45 @@ MAIN, AUX = 0, 1  # the main policy learns from R_M only, the auxiliary policy f
 POLICY_NAMES = ("main", "aux")
 
 
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
+# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        usage_error(message)
+
+
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
-    missing, unreadable, corrupt or another script's."""
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("script") != os.path.basename(__file__):
+            raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
-        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
 
 
-# what --save-every writes besides `args`: enough to continue the run where it stopped
-CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizers", "rng", "history", "plo_skips")
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def rng_states() -> dict:
     """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
-    return {
-        "random": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def set_rng_states(states: dict) -> None:
@@ -191,10 +207,26 @@ def set_rng_states(states: dict) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
+    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
+    good = last_checkpoint or "none (use --save-every)"
+    print(
+        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
+def params_sha256(model: nn.Module) -> str:
+    """A hash of every parameter and buffer in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# END OF RUN MANAGEMENT
 
 
 def save_gif(frames: list, path: str) -> None:
@@ -236,6 +268,24 @@ def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None)
         entropy = entropy - (p_logp.where(m, 0.0) if score_masked else p_logp).sum(-1)
     row, zeros = cells.nonzero()[:, 0], logits.new_zeros(logits.shape[0])
     return action, zeros.index_add(0, row, logprob), zeros.index_add(0, row, entropy)
+
+
+def action_stats(obs, mask, action):
+    """Gridnet analogues of Table 7.2's a_null, a_busy, a_owner, and the invalid-action count, per env: (E, 4).
+
+    Over cells whose sampled action type is not NOOP: a_null = the cell holds no unit, a_busy = an own unit that is
+    busy, a_owner = a unit the player does not own (enemy or resource). invalid = own available units whose action
+    type, or a parameter that type reads, is illegal. obs (E, H, W, 27), mask (E, HW, 78), action (E, HW, 7).
+    """
+    cells = obs.reshape(mask.shape[0], mask.shape[1], NUM_PLANES)
+    issued = action[..., 0] > 0
+    no_unit = cells[..., 13] == 1  # unit-type plane "none"
+    own = (cells[..., 11] == 1) & (cells[..., 14] == 0)  # owner plane "self", and not a resource
+    available = mask[..., : ACTION_DIMS[0]].any(-1)
+    legal = mask.gather(-1, action + OFFSETS.to(action.device))
+    invalid = available & (USES.to(action.device)[action[..., 0]] & ~legal).any(-1)
+    counts = [issued & no_unit, issued & own & ~available, issued & ~no_unit & ~own, invalid]
+    return torch.stack(counts, -1).sum(1).float()
 
 
 def epsilon_at(step, total, start, shift, adaptation, end):
@@ -309,6 +359,88 @@ class Agent(nn.Module):
         return action, logprob, entropy, self.critic(hidden)
 
 
+def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_masked, score_masked):
+    """GAE, then CleanRL's PPO epochs over shuffled minibatches. rollout: obs (T, E, H, W, 27), masks (T, E, HW, 78),
+    actions (T, E, HW, 7), logprobs, rewards, dones, values (T, E) with T = num_steps; next_obs (E, H, W, 27) and
+    next_done (E,) follow the last step. Returns the losses to log and whether every minibatch's loss was finite."""
+    rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
+    # bootstrap value if not done
+    with torch.no_grad():
+        next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages = torch.zeros_like(rewards)
+        lastgaelam = 0
+        for t in reversed(range(args.num_steps)):
+            nextnonterminal = 1.0 - (next_done if t == args.num_steps - 1 else dones[t + 1])
+            nextvalues = next_value if t == args.num_steps - 1 else values[t + 1]
+            delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+            advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+        returns = advantages + values
+
+    # flatten the batch: (T, E, ...) -> (T * E, ...)
+    b = {key: rollout[key].flatten(0, 1) for key in ("obs", "masks", "actions", "logprobs", "values")}
+    b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+
+    # Optimizing the policy and value network
+    b_inds = np.arange(args.batch_size)
+    clipfracs = []
+    finite = torch.ones((), dtype=torch.bool, device=next_obs.device)  # every minibatch's loss was finite
+    for _epoch in range(args.update_epochs):
+        np.random.shuffle(b_inds)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                b["obs"][mb_inds], b["masks"][mb_inds], sample_masked, score_masked, b["actions"][mb_inds]
+            )
+            logratio = newlogprob - b["logprobs"][mb_inds]
+            ratio = logratio.exp()
+
+            with torch.no_grad():
+                # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                old_approx_kl = (-logratio).mean()
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+            mb_advantages = b_advantages[mb_inds]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+            # Policy loss
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            # Value loss
+            newvalue = newvalue.view(-1)
+            if args.clip_vloss:
+                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                v_clipped = b["values"][mb_inds] + torch.clamp(
+                    newvalue - b["values"][mb_inds], -args.clip_coef, args.clip_coef
+                )
+                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+            finite &= loss.isfinite()
+
+        if args.target_kl is not None and approx_kl > args.target_kl:
+            break
+
+    y_pred, y_true = b["values"].cpu().numpy(), b_returns.cpu().numpy()
+    var_y = np.var(y_true)
+    explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+    losses = {"value_loss": v_loss.item(), "policy_loss": pg_loss.item(), "entropy": entropy_loss.item()}
+    losses |= {"old_approx_kl": old_approx_kl.item(), "approx_kl": approx_kl.item(), "clipfrac": np.mean(clipfracs)}
+    return losses | {"explained_variance": explained_var}, finite
+
+
 def guided_action(agents, policies, obs, mask, epsilon):
     """ε-greedy behaviour policy (Section 8.3.1): in each env the auxiliary policy acts with probability ε, else the
     main one (both with invalid action masking). Runs the networks of `policies` only. Returns the action (E, HW, 7),
@@ -324,95 +456,102 @@ def guided_action(agents, policies, obs, mask, epsilon):
     return action, logprob, values
 
 
-def evaluate(agents, policies, envs, weights, epsilon, episodes, device, video_path=None):
+def evaluate(agent, policies, envs, weights, device, epsilon, episodes, video_path=None):
     """Mean sparse and shaped return of the first ceil(`episodes` / E) games of every env, acting with ε = `epsilon`.
-    With `video_path`, every 10th frame of env 0's first game is saved there as a GIF."""
+    With `video_path`, every 10th frame of env 0's first episode is saved there as a GIF."""
     next_obs, info = envs.reset()
-    obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
-    distance, returns = base_distance(obs), torch.zeros(2, envs.num_envs, device=device)
-    games, finished, frames, frame = -(-episodes // envs.num_envs), [], [], 0
-    played = np.zeros(envs.num_envs, dtype=int)
+    returns, finished, frames, step = torch.zeros(2, envs.num_envs, device=device), [], [], 0
+    games, played = -(-episodes // envs.num_envs), np.zeros(envs.num_envs, dtype=int)
     while (played < games).any():
+        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        mask = torch.as_tensor(info["action_mask"], device=device)
         with torch.no_grad():
-            mask = torch.as_tensor(info["action_mask"], device=device)
-            action, _, _ = guided_action(agents, policies, obs, mask, epsilon)
-        if video_path and played[0] == 0 and frame % 10 == 0:
+            action, _, _ = guided_action(agent, policies, obs, mask, epsilon)
+        if video_path and step % 10 == 0:
             frames.append(envs.render())
         next_obs, _, terminated, truncated, info = envs.step(action.cpu().numpy())
-        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        step += 1
         done = torch.as_tensor(terminated | truncated, device=device)
         raw = torch.as_tensor(info["raw_rewards"], dtype=torch.float32, device=device)
-        next_distance = base_distance(obs)
-        returns += task_rewards(raw, distance, next_distance, done, weights)
-        distance, frame = next_distance, frame + 1
+        next_distance = base_distance(torch.as_tensor(next_obs, dtype=torch.float32, device=device))
+        returns += task_rewards(raw, base_distance(obs), next_distance, done, weights)
         for i in np.flatnonzero(info.get("_episode", [])):
             if played[i] < games:
                 finished.append(returns[:, i].tolist())
             played[i], returns[:, i] = played[i] + 1, 0
-            if i == 0 and frames:
+            if i == 0 and video_path:
                 save_gif(frames, video_path)
-                frames = []
+                video_path = None
     return np.mean(finished, axis=0)
+
+
+def play_league(agent, args, device):
+    """Agent vs each of `--eval-bots` and the bots among themselves; one TrueSkill league (Appendix J settings)."""
+    bots = [b for b in args.eval_bots for _ in range(args.eval_games)]
+    envs = MicrortsGridEnv(args.map_path, 0, bots, args.max_steps, (1.0, 0, 0, 0, 0, 0))  # reads the raw win/loss
+    next_obs, info = envs.reset()
+    scores = np.full(len(bots), np.nan)  # the agent (player 0) scores 1 win, 0.5 draw, 0 loss
+    while np.isnan(scores).any():
+        obs = torch.as_tensor(next_obs, dtype=torch.float32, device=device)
+        with torch.no_grad():
+            mask = torch.as_tensor(info["action_mask"], device=device)
+            action, _, _ = guided_action(agent, (MAIN, AUX), obs, mask, args.epsilon_end)  # ε picks who acts
+        next_obs, _, _, _, info = envs.step(action.cpu().numpy())
+        if "_episode" in info:
+            over = info["_episode"] & np.isnan(scores)
+            scores[over] = (np.sign(info["episode"]["raw"][over, REWARD_NAMES.index("win_loss")]) + 1) / 2
+    envs.close()
+    pairs = [(a, b) for i, a in enumerate(args.eval_bots) for b in args.eval_bots[i + 1 :]]
+    seated = [(a, b) if g % 2 == 0 else (b, a) for a, b in pairs for g in range(args.league_games)]
+    bot_scores = play_bot_games(seated, args.map_path, args.max_steps) if seated else []
+    results = [("agent", b, float(s)) for b, s in zip(bots, scores, strict=True)]
+    results += [(a, b, float(s)) for (a, b), s in zip(seated, bot_scores, strict=True)]
+    ratings = fit_reference_ratings(results, anchor="randomAI" if "randomAI" in args.eval_bots else args.eval_bots[0])
+    wdl = {b: [np.sum(scores[np.array(bots) == b] == s) for s in (1.0, 0.5, 0.0)] for b in args.eval_bots}
+    return wdl, ratings
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    checkpoint = None
-    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
-        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    if saved:  # the task, map and strategy the model was trained for (the strategy decides which policies act)
-        trained = Args(**saved["args"])
-        for key in ("task", "map_path", "max_steps", "strategy", "epsilon_end"):
-            setattr(args, key, getattr(trained, key))
-    if args.strategy in ("sparse", "shaped") and not (checkpoint or saved):
-        given = [key for key in SCHEDULE_KEYS if getattr(args, key) is not None]
-        if given:
-            usage_error(f"--{given[0].replace('_', '-')} only applies to the action-guidance strategies")
-    # the strategy's schedule for what the command line left open, the task's game length if not given
-    for key, value in zip(SCHEDULE_KEYS, STRATEGIES[args.strategy], strict=True):
+    for key in ("task", "map_path", "max_steps", "strategy", "epsilon_end") if saved else ():  # what it was trained for
+        setattr(args, key, saved["args"][key])
+    given = [key for key in SCHEDULE_KEYS if getattr(args, key) is not None]
+    if args.strategy in ("sparse", "shaped") and given and not (checkpoint or saved):
+        usage_error(f"--{given[0].replace('_', '-')} only applies to the action-guidance strategies")
+    for key, value in zip(SCHEDULE_KEYS, STRATEGIES[args.strategy], strict=True):  # the strategy's, where not given
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     bot, frames_per_game, sparse_weights, shaped_weights = TASKS[args.task]
     args.max_steps = args.max_steps or frames_per_game
-    for flag, ok, allowed in [
-        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
-        ("learning_rate", args.learning_rate > 0, "> 0"),
-        ("num_envs", args.num_envs >= 1, ">= 1"),
-        ("num_steps", args.num_steps >= 1, ">= 1"),
-        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
-        ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
-        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
-        ("update_epochs", args.update_epochs >= 1, ">= 1"),
-        ("clip_coef", args.clip_coef > 0, "> 0"),
-        ("ent_coef", args.ent_coef >= 0, ">= 0"),
-        ("vf_coef", args.vf_coef > 0, "> 0"),
-        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
-        ("target_kl", args.target_kl is None or args.target_kl > 0, "> 0"),
-        ("max_steps", args.max_steps >= 1, ">= 1"),
-        ("epsilon_start", 0 <= args.epsilon_start <= 1, "in [0, 1]"),
-        ("shift", args.shift >= 0, ">= 0 (a fraction of --total-timesteps)"),
-        ("adaptation", args.adaptation >= 0, ">= 0 (a fraction of --total-timesteps)"),
-        ("epsilon_end", 0 <= args.epsilon_end <= 1, "in [0, 1]"),
-        ("eval_episodes", args.eval_episodes >= 0, ">= 0"),
-        ("torch_threads", args.torch_threads >= 0, ">= 0 (0: PyTorch's default)"),
-        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
-    ]:
-        if not ok:
-            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
+    at_least_1 = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "max_steps")
+    at_least_0 = ("ent_coef", "shift", "adaptation", "eval_episodes", "eval_games", "league_games", "torch_threads")
+    positive = ("learning_rate", "clip_coef", "vf_coef", "max_grad_norm")
+    ranges = [(name, getattr(args, name) >= 1, ">= 1") for name in at_least_1]
+    ranges += [(name, getattr(args, name) >= 0, ">= 0") for name in (*at_least_0, "save_every")]
+    ranges += [(name, getattr(args, name) > 0, "> 0") for name in positive]
+    ranges += [("gamma", 0 < args.gamma <= 1, "in (0, 1]"), ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]")]
+    ranges += [("target_kl", args.target_kl is None or args.target_kl > 0, "> 0")]
+    ranges += [(name, 0 <= getattr(args, name) <= 1, "in [0, 1]") for name in ("epsilon_start", "epsilon_end")]
+    for name, ok, allowed in ranges:
+        check(ok, f"--{name.replace('_', '-')} {getattr(args, name)} is out of range: it must be {allowed}")
     args.batch_size = args.num_envs * args.num_steps
-    if args.batch_size % args.num_minibatches != 0:
-        usage_error(f"batch size {args.batch_size} (num_envs * num_steps) cannot be split into --num-minibatches")
+    check(args.batch_size % args.num_minibatches == 0, f"--num-minibatches must divide the batch {args.batch_size}")
     if args.capture_video and not os.environ.get("DISPLAY"):
         usage_error("--capture-video needs a display for µRTS' Java renderer: run under `xvfb-run -a`")
     if args.capture_video and args.eval_only and args.eval_episodes == 0:
         usage_error("--capture-video with --eval-only records an evaluation episode: set --eval-episodes >= 1")
+    check(args.eval_games == 0 or len(args.eval_bots) > 0, "--eval-games needs at least one of --eval-bots")
+    unknown = [bot for bot in args.eval_bots if bot not in BOT_NAMES]
+    check(not unknown, f"unknown --eval-bots {unknown}; choose from {', '.join(BOT_NAMES)}")
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = 0 if args.eval_only else max(1, args.total_timesteps // args.batch_size)
     policies = {"sparse": (MAIN,), "shaped": (AUX,)}.get(args.strategy, (MAIN, AUX))  # the policies that learn
 
-    # env setup: every env plays the task's bot; "same-step" autoreset (see cleanfive/envs/microrts.py).
-    # µRTS takes no seed and its games live in the JVM: on resume the games in progress are lost and restart.
+    # env setup: "same-step" autoreset (see cleanfive/envs/microrts.py); µRTS takes no seed and its games live in the
+    # JVM: on resume the games in progress are lost and restart
     try:
         envs = MicrortsGridEnv(args.map_path, 0, [bot] * args.num_envs, args.max_steps, sparse_weights[:6])
     except (MicrortsUnavailable, ValueError) as exc:
@@ -422,27 +561,16 @@ if __name__ == "__main__":
     E, HW = args.num_envs, envs.height * envs.width
     env_id = os.path.basename(args.map_path)[: -len(".xml")]
     run_name = checkpoint["run_name"] if checkpoint else f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    wandb_id = None
+    wandb_id = checkpoint["wandb_id"] if checkpoint else None  # a resumed run continues its wandb run
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            save_code=True,
-            id=checkpoint["wandb_id"] if checkpoint else None,
-            resume="allow",
-        )
-        wandb_id = wandb.run.id
+        run = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name, "id": wandb_id}
+        wandb_id = wandb.init(**run, sync_tensorboard=True, config=vars(args), save_code=True, resume="allow").id
     # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
     writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
-    )
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -453,20 +581,22 @@ if __name__ == "__main__":
         torch.set_num_threads(args.torch_threads)
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    agents = nn.ModuleList([Agent(envs.height, envs.width) for _ in POLICY_NAMES]).to(device)  # one net per reward
-    optimizers = [optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5) for agent in agents]
+    agent = nn.ModuleList([Agent(envs.height, envs.width) for _ in POLICY_NAMES]).to(device)  # one net per reward
     weights = torch.tensor([sparse_weights, shaped_weights], dtype=torch.float32, device=device)  # (2, 7)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     if saved:
         try:
-            agents.load_state_dict(saved["model"])
+            agent.load_state_dict(saved["model"])
         except RuntimeError:
-            usage_error(f"the model in {args.eval_only} does not fit its map {args.map_path}: a different network")
+            usage_error(
+                f"the model in {args.eval_only} does not fit {args.map_path}: trained on {saved['args']['map_path']}"
+            )
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, E) + envs.obs_shape).to(device)
     masks = torch.zeros((args.num_steps, E, HW, MASK_SIZE), dtype=torch.bool).to(device)
     actions = torch.zeros((args.num_steps, E, HW, len(ACTION_DIMS)), dtype=torch.long).to(device)
-    logprobs = torch.zeros((args.num_steps, E)).to(device)  # log-probs of the behaviour policy (the one that acted)
+    logprobs = torch.zeros((args.num_steps, E)).to(device)
     rewards = torch.zeros((2, args.num_steps, E)).to(device)  # R_M, R_A1
     dones = torch.zeros((args.num_steps, E)).to(device)
     values = torch.zeros((2, args.num_steps, E)).to(device)  # main and auxiliary value functions
@@ -477,17 +607,16 @@ if __name__ == "__main__":
     next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
     next_mask = torch.as_tensor(info["action_mask"], device=device)
     next_done = torch.zeros(E).to(device)
-    distance = base_distance(next_obs)  # for R_A1's "closer" term
+    episode_stats = np.zeros((E, len(STAT_NAMES)))  # per-episode sums of the action_stats counts
     episode_returns = torch.zeros((2, E)).to(device)  # sparse and shaped return of the games in progress
-    history = []  # (sparse return, shaped return, length) of every finished training episode, in order
+    history = []  # a dict per finished training episode, in order (the summary averages the last 10)
     t_first = float("nan")  # % of total_timesteps at the first positive sparse reward
     plo_skips = [0, 0]  # updates skipped by PLO, per policy
     frames, video_episode = [], 0
     first_iteration, last_checkpoint = 1, None
     if checkpoint:
-        agents.load_state_dict(checkpoint["model"])
-        for optimizer, state in zip(optimizers, checkpoint["optimizers"], strict=True):
-            optimizer.load_state_dict(state)
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
         set_rng_states(checkpoint["rng"])
         first_iteration, global_step = checkpoint["iteration"] + 1, checkpoint["global_step"]
         history, t_first, plo_skips = checkpoint["history"], checkpoint["t_first"], checkpoint["plo_skips"]
@@ -499,34 +628,31 @@ if __name__ == "__main__":
     for iteration in range(first_iteration, args.num_iterations + 1):
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            for optimizer in optimizers:
-                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
         for step in range(0, args.num_steps):
             global_step += E
             obs[step] = next_obs
             masks[step] = next_mask
             dones[step] = next_done
-            epsilon = epsilon_at(
-                global_step, args.total_timesteps, args.epsilon_start, args.shift, args.adaptation, args.epsilon_end
-            )
+            epsilon = epsilon_at(global_step, args.total_timesteps, *[getattr(args, key) for key in SCHEDULE_KEYS])
 
-            # ALGO LOGIC: action logic (ε-greedy between the main and the auxiliary policy, per env)
+            # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, values[:, step] = guided_action(agents, policies, next_obs, next_mask, epsilon)
+                action, logprob, values[:, step] = guided_action(agent, policies, next_obs, next_mask, epsilon)
             actions[step] = action
             logprobs[step] = logprob
+            stats = action_stats(next_obs, next_mask, action)
+            episode_stats += stats.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs_np, _, terminated, truncated, info = envs.step(action.cpu().numpy())
+            next_obs_np, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
             next_mask = torch.as_tensor(info["action_mask"], device=device)
             next_done = torch.as_tensor(terminated | truncated, dtype=torch.float32, device=device)
-            # both rewards of the step from the raw rewards and the observations: R_M for main, R_A1 for aux
-            raw = torch.as_tensor(info["raw_rewards"], dtype=torch.float32, device=device)
-            next_distance = base_distance(next_obs)
+            raw = torch.as_tensor(info["raw_rewards"], dtype=torch.float32, device=device)  # R_M and R_A1 come from
+            distance, next_distance = base_distance(obs[step]), base_distance(next_obs)  # these and R_A1's "closer"
             rewards[:, step] = task_rewards(raw, distance, next_distance, next_done.bool(), weights)
-            distance = next_distance
             episode_returns += rewards[:, step]
             if np.isnan(t_first) and (rewards[MAIN, step] > 0).any():
                 t_first = 100 * global_step / args.total_timesteps
@@ -534,184 +660,92 @@ if __name__ == "__main__":
             if args.capture_video and video_episode == round(video_episode ** (1 / 3)) ** 3 and step % 10 == 0:
                 frames.append(envs.render())  # env 0, every 10th frame of episodes 0, 1, 8, 27, ...
             for i in np.flatnonzero(info.get("_episode", [])):
-                history.append([*episode_returns[:, i].tolist(), info["episode"]["l"][i]])
+                sparse, shaped, length = *episode_returns[:, i].tolist(), info["episode"]["l"][i]
+                history.append({"sparse_return": sparse, "shaped_return": shaped, "episode_length": length})
+                history[-1] |= dict(zip(STAT_NAMES, episode_stats[i], strict=True))
                 episode_returns[:, i] = 0
-                writer.add_scalar("charts/episodic_return", history[-1][MAIN], global_step)  # the sparse return
-                writer.add_scalar("charts/shaped_episodic_return", history[-1][AUX], global_step)
+                episode_stats[i] = 0
+                writer.add_scalar("charts/episodic_return", sparse, global_step)  # the sparse return
+                writer.add_scalar("charts/shaped_episodic_return", shaped, global_step)
                 writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)
                 for name, value in zip(REWARD_NAMES, info["episode"]["raw"][i], strict=True):
                     writer.add_scalar(f"charts/raw_{name}", value, global_step)
+                for name in STAT_NAMES:
+                    writer.add_scalar(f"invalid/{name}", history[-1][name], global_step)
                 if i == 0 and args.capture_video:
                     if frames:
                         save_gif(frames, f"videos/{run_name}/episode_{video_episode}.gif")
                     frames, video_episode = [], video_episode + 1
 
-        # flatten the batch (shared by both policies: the same rollout trains both, Eq. 8.1)
-        b_obs = obs.reshape((-1,) + envs.obs_shape)
-        b_masks = masks.reshape(-1, HW, MASK_SIZE)
-        b_actions = actions.reshape(-1, HW, len(ACTION_DIMS))
-        b_logprobs = logprobs.reshape(-1)
-
-        finite = torch.ones((), dtype=torch.bool, device=device)  # no NaN/inf loss in any minibatch of this update
+        # ALGO LOGIC: GAE and the PPO update of each policy on the same rollout (Eq. 8.1; PPO clipping: Eq. 8.2)
+        rollout = dict(obs=obs, masks=masks, actions=actions, logprobs=logprobs, dones=dones)
+        finite = torch.ones((), dtype=torch.bool, device=device)  # every minibatch's loss was finite
         for p in policies:
-            name, agent, optimizer = POLICY_NAMES[p], agents[p], optimizers[p]
-            tag = "" if p == MAIN else "_aux"  # CleanRL's loss keys for the main policy, suffixed for the auxiliary
-            # PLO (Section 8.3.2): a rollout without any reward for this policy leaves it (and its value) untouched
-            skipped = args.plo and not rewards[p].any()
-            writer.add_scalar(f"charts/plo_skipped_{name}", float(skipped), global_step)
+            skipped = args.plo and not rewards[p].any()  # PLO (Section 8.3.2): no reward for it, no update
+            writer.add_scalar(f"charts/plo_skipped_{POLICY_NAMES[p]}", float(skipped), global_step)
             if skipped:
                 plo_skips[p] += 1
                 continue
-
-            # bootstrap value if not done
-            with torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages = torch.zeros_like(rewards[p]).to(device)
-                lastgaelam = 0
-                for t in reversed(range(args.num_steps)):
-                    if t == args.num_steps - 1:
-                        nextnonterminal = 1.0 - next_done
-                        nextvalues = next_value
-                    else:
-                        nextnonterminal = 1.0 - dones[t + 1]
-                        nextvalues = values[p, t + 1]
-                    delta = rewards[p, t] + args.gamma * nextvalues * nextnonterminal - values[p, t]
-                    advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
-                returns = advantages + values[p]
-
-            b_advantages = advantages.reshape(-1)
-            b_returns = returns.reshape(-1)
-            b_values = values[p].reshape(-1)
-
-            # Optimizing the policy and value network; the ratio is against the behaviour policy, so PPO's clipping
-            # is the off-policy correction for actions the other policy took (Eq. 8.2)
-            b_inds = np.arange(args.batch_size)
-            clipfracs = []
-            for _epoch in range(args.update_epochs):
-                np.random.shuffle(b_inds)
-                for start in range(0, args.batch_size, args.minibatch_size):
-                    mb_inds = b_inds[start : start + args.minibatch_size]
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                        b_obs[mb_inds], b_masks[mb_inds], True, True, b_actions[mb_inds]
-                    )
-                    logratio = newlogprob - b_logprobs[mb_inds]
-                    ratio = logratio.exp()
-
-                    with torch.no_grad():
-                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = (-logratio).mean()
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
-
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-
-                    # Policy loss
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                    # Value loss
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                    entropy_loss = entropy.mean()
-                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
-                    finite &= loss.isfinite()
-
-                if args.target_kl is not None and approx_kl > args.target_kl:
-                    break
-
-            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-            var_y = np.var(y_true)
-            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-            writer.add_scalar(f"losses/value_loss{tag}", v_loss.item(), global_step)
-            writer.add_scalar(f"losses/policy_loss{tag}", pg_loss.item(), global_step)
-            writer.add_scalar(f"losses/entropy{tag}", entropy_loss.item(), global_step)
-            writer.add_scalar(f"losses/old_approx_kl{tag}", old_approx_kl.item(), global_step)
-            writer.add_scalar(f"losses/approx_kl{tag}", approx_kl.item(), global_step)
-            writer.add_scalar(f"losses/clipfrac{tag}", np.mean(clipfracs), global_step)
-            writer.add_scalar(f"losses/explained_variance{tag}", explained_var, global_step)
+            rollout |= dict(rewards=rewards[p], values=values[p])
+            losses, ok = ppo_update(args, agent[p], optimizer, rollout, next_obs, next_done, True, True)  # masking
+            finite &= ok
+            for name, value in losses.items():  # CleanRL's keys for the main policy, suffixed for the auxiliary one
+                writer.add_scalar(f"losses/{name}{'' if p == MAIN else '_aux'}", value, global_step)
 
         # numerical faults: the losses and the parameters, checked once per update before anything is saved
-        if not (finite & torch.stack([param.isfinite().all() for param in agents.parameters()]).all()):
-            print(
-                f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: "
-                f"{last_checkpoint or 'none (use --save-every)'}",
-                file=sys.stderr,
-            )
-            sys.exit(1)
+        if not (finite & torch.stack([param.isfinite().all() for param in agent.parameters()]).all()):
+            fault_stop(iteration, last_checkpoint)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
-        writer.add_scalar("charts/learning_rate", optimizers[0].param_groups[0]["lr"], global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("charts/epsilon", epsilon, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
             last_print = time.time()
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - first_iteration + 1)
-            recent = f"{np.mean([h[MAIN] for h in history[-10:]]):.2f}" if history else "-"
-            print(
-                f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
-                f"epsilon={epsilon:.3f} sparse_return_last10={recent}",
-                flush=True,
-            )
+            recent = f"{np.mean([h['sparse_return'] for h in history[-10:]]):.2f}" if history else "-"
+            line = f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s"
+            print(f"{line} epsilon={epsilon:.3f} sparse_return_last10={recent}", flush=True)
 
         # checkpoint: everything the next update depends on except the games in progress (they live in the JVM)
         if args.save_every and iteration % args.save_every == 0:
             writer.flush()  # the logs up to this update survive a kill
             last_checkpoint = f"runs/{run_name}/checkpoint.pt"
-            atomic_save(
-                {
-                    "args": vars(args),
-                    "run_name": run_name,
-                    "iteration": iteration,
-                    "global_step": global_step,
-                    "model": agents.state_dict(),
-                    "optimizers": [optimizer.state_dict() for optimizer in optimizers],
-                    "rng": rng_states(),
-                    "history": history,
-                    "t_first": t_first,
-                    "plo_skips": plo_skips,
-                    "video_episode": video_episode,
-                    "wandb_id": wandb_id,
-                },
-                last_checkpoint,
-            )
+            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            state |= {"model": agent.state_dict(), "rng": rng_states(), "optimizer": optimizer.state_dict()}
+            state |= {"history": history, "t_first": t_first, "plo_skips": plo_skips, "video_episode": video_episode}
+            atomic_save(state | {"wandb_id": wandb_id}, last_checkpoint)
 
     if args.save_model and not args.eval_only:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
-        atomic_save({"args": vars(args), "model": agents.state_dict()}, model_path)
+        atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
 
-    # final evaluation: the agent as it acts at the end of training (ε = epsilon_end: the main policy alone for the
-    # action-guidance schedules that end at 0, the auxiliary one for `shaped`, both for `mixed-policy`)
+    # final evaluation, acting as at the end of training with ε = epsilon_end (main, aux or both policies act)
+    keys = ("sparse_return", "shaped_return", "episode_length", *STAT_NAMES)  # means over the last 10 training episodes
     summary = {"task": args.task, "strategy": args.strategy, "plo": args.plo, "episodes": len(history)}
-    last = np.mean(history[-10:], axis=0) if history else np.full(3, np.nan)
-    summary.update(sparse_return=last[0], shaped_return=last[1], episode_length=last[2], t_first=t_first)
-    summary.update(plo_skips_main=plo_skips[MAIN], plo_skips_aux=plo_skips[AUX])
+    summary |= {key: np.mean([h[key] for h in history[-10:]]) if history else np.nan for key in keys}
+    summary.update(t_first=t_first, plo_skips_main=plo_skips[MAIN], plo_skips_aux=plo_skips[AUX])
     summary.update(SPS=(global_step - start_step) / (time.time() - start_time))
     if args.eval_episodes > 0:
-        video_path = f"videos/{run_name}/eval.gif" if args.capture_video and args.eval_only else None
-        result = evaluate(agents, policies, envs, weights, args.epsilon_end, args.eval_episodes, device, video_path)
-        summary.update(eval_sparse_return=result[0], eval_shaped_return=result[1])
-        writer.add_scalar("eval/sparse_return", result[0], global_step)
-        writer.add_scalar("eval/shaped_return", result[1], global_step)
+        video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
+        result = evaluate(agent, policies, envs, weights, device, args.epsilon_end, args.eval_episodes, video_path)
+        for name, value in zip(("sparse_return", "shaped_return"), result, strict=True):
+            summary[f"eval_{name}"] = value
+            writer.add_scalar(f"eval/{name}", value, global_step)
     envs.close()
+
+    # final TrueSkill league: the agent and the bots rated together (one line per bot: win/draw/loss, mu)
+    if args.eval_games > 0:
+        wdl, ratings = play_league(agent, args, device)
+        for bot, (win, draw, loss) in wdl.items():
+            print(f"league bot={bot} win={win} draw={draw} loss={loss} mu={ratings[bot].mu:.2f}", flush=True)
+            writer.add_scalar(f"league/winrate_{bot}", win / args.eval_games, global_step)
+        summary["trueskill_mu"] = ratings["agent"].mu
+        writer.add_scalar("league/trueskill_mu", ratings["agent"].mu, global_step)
+        writer.add_scalar("league/trueskill_sigma", ratings["agent"].sigma, global_step)
     print("summary " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
 
     writer.close()
+    print(f"params_sha256={params_sha256(agent)}")

@@ -1,4 +1,5 @@
 # docs and experiment results: docs/ppo_gridnet_masked.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import hashlib
 import os
 import random
 import sys
@@ -45,8 +46,7 @@ class Args:
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """save GIFs of the first env's episodes 0, 1, 8, 27, ... and of its first evaluation episode to
-    `videos/{run_name}` (µRTS' Java renderer needs a display)"""
+    """save GIFs of env 0's episodes 0, 1, 8, 27, ... and its first evaluation episode (needs a display for µRTS)"""
     save_model: bool = False
     """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
     quiet: bool = False
@@ -54,10 +54,9 @@ class Args:
     save_every: int = 20
     """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
     resume: str | None = None
-    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); µRTS cannot save its games (they
-    live in the JVM), so the games in progress restart: no completed update is lost"""
+    """continue from a `checkpoint.pt` with its `Args` (the games in progress restart: they live in the JVM)"""
 
-    # Gym-µRTS task (defaults: the thesis' Gridnet setting, scaled down to a 2-core laptop)
+    # Gym-µRTS task (defaults: the thesis' setting, scaled down to a 2-core laptop; see the docs page)
     map_path: str = "maps/16x16/basesWorkers16x16.xml"
     """map, relative to the gym-microrts folder (both sides must halve at least once: even sizes)"""
     reward_weight: tuple[float, ...] = (10.0, 1.0, 1.0, 0.2, 1.0, 4.0)
@@ -137,47 +136,50 @@ class Args:
 MASK_VALUE = -1e8  # logit of an illegal entry (Eq. 7.2)
 OFFSETS = torch.tensor(np.cumsum((0,) + ACTION_DIMS[:-1]))  # first mask entry of each action component
 # action component(s) each action type reads: NOOP none, move, harvest, return, produce direction + type, attack
-USES = torch.tensor(
-    [[1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0, 0]]
-    + [[1, 0, 0, 1, 0, 0, 0], [1, 0, 0, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0, 1]],
-    dtype=torch.bool,
-)
-STAT_NAMES = ("a_null", "a_busy", "a_owner", "invalid")
+USES = torch.tensor([[c in reads for c in range(7)] for reads in [(0,), (0, 1), (0, 2), (0, 3), (0, 4, 5), (0, 6)]])
+STAT_NAMES = ("a_null", "a_busy", "a_owner", "invalid")  # per-episode counts of action_stats
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "rng", "history")
 
 
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
+# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        usage_error(message)
+
+
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
-    missing, unreadable, corrupt or another script's."""
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("script") != os.path.basename(__file__):
+            raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
-        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
 
 
-# what --save-every writes besides `args`: enough to continue the run where it stopped
-CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "rng", "history")
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def rng_states() -> dict:
     """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
-    return {
-        "random": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def set_rng_states(states: dict) -> None:
@@ -188,10 +190,26 @@ def set_rng_states(states: dict) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
+    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
+    good = last_checkpoint or "none (use --save-every)"
+    print(
+        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
+def params_sha256(model: nn.Module) -> str:
+    """A hash of every parameter and buffer in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# END OF RUN MANAGEMENT
 
 
 def save_gif(frames: list, path: str) -> None:
@@ -292,11 +310,91 @@ class Agent(nn.Module):
         return action, logprob, entropy, self.critic(hidden)
 
 
+def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_masked, score_masked):
+    """GAE, then CleanRL's PPO epochs over shuffled minibatches. rollout: obs (T, E, H, W, 27), masks (T, E, HW, 78),
+    actions (T, E, HW, 7), logprobs, rewards, dones, values (T, E) with T = num_steps; next_obs (E, H, W, 27) and
+    next_done (E,) follow the last step. Returns the losses to log and whether every minibatch's loss was finite."""
+    rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
+    # bootstrap value if not done
+    with torch.no_grad():
+        next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages = torch.zeros_like(rewards)
+        lastgaelam = 0
+        for t in reversed(range(args.num_steps)):
+            nextnonterminal = 1.0 - (next_done if t == args.num_steps - 1 else dones[t + 1])
+            nextvalues = next_value if t == args.num_steps - 1 else values[t + 1]
+            delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+            advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+        returns = advantages + values
+
+    # flatten the batch: (T, E, ...) -> (T * E, ...)
+    b = {key: rollout[key].flatten(0, 1) for key in ("obs", "masks", "actions", "logprobs", "values")}
+    b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+
+    # Optimizing the policy and value network
+    b_inds = np.arange(args.batch_size)
+    clipfracs = []
+    finite = torch.ones((), dtype=torch.bool, device=next_obs.device)  # every minibatch's loss was finite
+    for _epoch in range(args.update_epochs):
+        np.random.shuffle(b_inds)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            mb_inds = b_inds[start : start + args.minibatch_size]
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                b["obs"][mb_inds], b["masks"][mb_inds], sample_masked, score_masked, b["actions"][mb_inds]
+            )
+            logratio = newlogprob - b["logprobs"][mb_inds]
+            ratio = logratio.exp()
+
+            with torch.no_grad():
+                # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                old_approx_kl = (-logratio).mean()
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+            mb_advantages = b_advantages[mb_inds]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+            # Policy loss
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            # Value loss
+            newvalue = newvalue.view(-1)
+            if args.clip_vloss:
+                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                v_clipped = b["values"][mb_inds] + torch.clamp(
+                    newvalue - b["values"][mb_inds], -args.clip_coef, args.clip_coef
+                )
+                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+            finite &= loss.isfinite()
+
+        if args.target_kl is not None and approx_kl > args.target_kl:
+            break
+
+    y_pred, y_true = b["values"].cpu().numpy(), b_returns.cpu().numpy()
+    var_y = np.var(y_true)
+    explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+    losses = {"value_loss": v_loss.item(), "policy_loss": pg_loss.item(), "entropy": entropy_loss.item()}
+    losses |= {"old_approx_kl": old_approx_kl.item(), "approx_kl": approx_kl.item(), "clipfrac": np.mean(clipfracs)}
+    return losses | {"explained_variance": explained_var}, finite
+
+
 def evaluate(agent, envs, device, use_mask, episodes, video_path=None):
     """Mean return and mean per-episode STAT_NAMES over the first `episodes` episodes, acting with or without mask.
-
-    With `video_path`, every 10th frame of env 0's first episode is saved there as a GIF.
-    """
+    With `video_path`, every 10th frame of env 0's first episode is saved there as a GIF."""
     next_obs, info = envs.reset()
     counts, finished, frames, step = np.zeros((envs.num_envs, len(STAT_NAMES))), [], [], 0
     while len(finished) < episodes or video_path:  # with a video, also until env 0's first episode has ended
@@ -321,7 +419,7 @@ def evaluate(agent, envs, device, use_mask, episodes, video_path=None):
 def play_league(agent, args, device):
     """Agent vs each of `--eval-bots` and the bots among themselves; one TrueSkill league (Appendix J settings)."""
     bots = [b for b in args.eval_bots for _ in range(args.eval_games)]
-    envs = MicrortsGridEnv(args.map_path, 0, bots, args.max_steps, args.reward_weight)
+    envs = MicrortsGridEnv(args.map_path, 0, bots, args.max_steps, (1.0, 0, 0, 0, 0, 0))  # reads the raw win/loss
     next_obs, info = envs.reset()
     scores = np.full(len(bots), np.nan)  # the agent (player 0) scores 1 win, 0.5 draw, 0 loss
     while np.isnan(scores).any():
@@ -332,7 +430,7 @@ def play_league(agent, args, device):
         next_obs, _, _, _, info = envs.step(action.cpu().numpy())
         if "_episode" in info:
             over = info["_episode"] & np.isnan(scores)
-            scores[over] = (np.sign(info["episode"]["raw"][over, 0]) + 1) / 2
+            scores[over] = (np.sign(info["episode"]["raw"][over, REWARD_NAMES.index("win_loss")]) + 1) / 2
     envs.close()
     pairs = [(a, b) for i, a in enumerate(args.eval_bots) for b in args.eval_bots[i + 1 :]]
     seated = [(a, b) if g % 2 == 0 else (b, a) for a, b in pairs for g in range(args.league_games)]
@@ -346,68 +444,43 @@ def play_league(agent, args, device):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    checkpoint = None
-    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
-        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for flag, ok, allowed in [
-        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
-        ("learning_rate", args.learning_rate > 0, "> 0"),
-        ("num_steps", args.num_steps >= 1, ">= 1"),
-        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
-        ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
-        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
-        ("update_epochs", args.update_epochs >= 1, ">= 1"),
-        ("clip_coef", args.clip_coef > 0, "> 0"),
-        ("ent_coef", args.ent_coef >= 0, ">= 0"),
-        ("vf_coef", args.vf_coef > 0, "> 0"),
-        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
-        ("target_kl", args.target_kl is None or args.target_kl > 0, "> 0"),
-        ("max_steps", args.max_steps >= 1, ">= 1"),
-        ("num_bot_envs", args.num_bot_envs >= 0, ">= 0"),
-        ("eval_episodes", args.eval_episodes >= 0, ">= 0"),
-        ("eval_games", args.eval_games >= 0, ">= 0"),
-        ("league_games", args.league_games >= 0, ">= 0"),
-        ("torch_threads", args.torch_threads >= 0, ">= 0 (0: PyTorch's default)"),
-        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
-    ]:
-        if not ok:
-            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
+    at_least_1 = ("total_timesteps", "num_steps", "num_minibatches", "update_epochs", "max_steps")
+    at_least_0 = ("ent_coef", "num_bot_envs", "eval_episodes", "eval_games", "league_games", "torch_threads")
+    positive = ("learning_rate", "clip_coef", "vf_coef", "max_grad_norm")
+    ranges = [(name, getattr(args, name) >= 1, ">= 1") for name in at_least_1]
+    ranges += [(name, getattr(args, name) >= 0, ">= 0") for name in (*at_least_0, "save_every")]
+    ranges += [(name, getattr(args, name) > 0, "> 0") for name in positive]
+    ranges += [("gamma", 0 < args.gamma <= 1, "in (0, 1]"), ("gae_lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]")]
+    ranges += [("target_kl", args.target_kl is None or args.target_kl > 0, "> 0")]
+    for name, ok, allowed in ranges:
+        check(ok, f"--{name.replace('_', '-')} {getattr(args, name)} is out of range: it must be {allowed}")
     args.num_envs = args.num_selfplay_envs + args.num_bot_envs
     args.batch_size = args.num_envs * args.num_steps
-    if args.num_envs < 1:
-        usage_error("need at least one env in total: --num-selfplay-envs plus --num-bot-envs")
-    if args.strategy != "penalty" and args.invalid_penalty is not None:
-        usage_error(f"--invalid-penalty only applies to --strategy penalty, not {args.strategy}")
-    if args.strategy == "penalty" and (args.invalid_penalty is None or args.invalid_penalty > 0):
-        usage_error("--strategy penalty needs --invalid-penalty <= 0 (the thesis uses 0, -0.01, -0.1, -1)")
-    if args.batch_size % args.num_minibatches != 0:
-        usage_error(f"batch size {args.batch_size} (num_envs * num_steps) cannot be split into --num-minibatches")
+    check(args.num_envs >= 1, "need at least one env in total: --num-selfplay-envs plus --num-bot-envs")
+    check((args.strategy == "penalty") != (args.invalid_penalty is None), "--strategy penalty takes --invalid-penalty")
+    check((args.invalid_penalty or 0) <= 0, "--invalid-penalty must be <= 0 (the thesis: 0, -0.01, -0.1, -1)")
+    check(args.batch_size % args.num_minibatches == 0, f"--num-minibatches must divide the batch {args.batch_size}")
     if args.capture_video and not os.environ.get("DISPLAY"):
         usage_error("--capture-video needs a display for µRTS' Java renderer: run under `xvfb-run -a`")
     if args.capture_video and args.eval_only and args.eval_episodes == 0:
         usage_error("--capture-video with --eval-only records an evaluation episode: set --eval-episodes >= 1")
-    if args.eval_games > 0 and not args.eval_bots:
-        usage_error("--eval-games needs at least one of --eval-bots")
+    check(args.eval_games == 0 or len(args.eval_bots) > 0, "--eval-games needs at least one of --eval-bots")
+    unknown = [bot for bot in args.eval_bots if bot not in BOT_NAMES]
+    check(not unknown, f"unknown --eval-bots {unknown}; choose from {', '.join(BOT_NAMES)}")
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = 0 if args.eval_only else max(1, args.total_timesteps // args.batch_size)
     sample_masked, score_masked = args.strategy != "penalty", args.strategy == "masking"
     penalty = args.invalid_penalty or 0.0
 
-    # env setup: self-play pairs first, then bot envs; "same-step" autoreset (see cleanfive/envs/microrts.py).
-    # µRTS takes no seed and its games live in the JVM: on resume the games in progress are lost and restart.
+    # env setup: "same-step" autoreset (see cleanfive/envs/microrts.py); µRTS takes no seed and its games live in the
+    # JVM: on resume the games in progress are lost and restart
     try:
-        envs = MicrortsGridEnv(
-            args.map_path,
-            args.num_selfplay_envs,
-            [args.bots[i % len(args.bots)] for i in range(args.num_bot_envs)],
-            args.max_steps,
-            args.reward_weight,
-        )
-        unknown = [b for b in args.eval_bots if b not in BOT_NAMES]
-        if unknown:
-            raise ValueError(f"unknown --eval-bots {unknown}; choose from {', '.join(BOT_NAMES)}")
+        bots = [args.bots[i % len(args.bots)] for i in range(args.num_bot_envs)]  # after the self-play pairs
+        envs = MicrortsGridEnv(args.map_path, args.num_selfplay_envs, bots, args.max_steps, args.reward_weight)
     except (MicrortsUnavailable, ValueError) as exc:
         usage_error(str(exc))
     if num_stages(envs.height, envs.width) == 0:
@@ -415,27 +488,16 @@ if __name__ == "__main__":
     E, HW = args.num_envs, envs.height * envs.width
     env_id = os.path.basename(args.map_path)[: -len(".xml")]
     run_name = checkpoint["run_name"] if checkpoint else f"{env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    wandb_id = None
+    wandb_id = checkpoint["wandb_id"] if checkpoint else None  # a resumed run continues its wandb run
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            save_code=True,
-            id=checkpoint["wandb_id"] if checkpoint else None,
-            resume="allow",
-        )
-        wandb_id = wandb.run.id
+        run = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name, "id": wandb_id}
+        wandb_id = wandb.init(**run, sync_tensorboard=True, config=vars(args), save_code=True, resume="allow").id
     # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
     writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
-    )
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -452,8 +514,9 @@ if __name__ == "__main__":
         try:
             agent.load_state_dict(saved["model"])
         except RuntimeError:
-            trained_on = saved["args"]["map_path"]
-            usage_error(f"the model in {args.eval_only} was trained on {trained_on}: pass --map-path {trained_on}")
+            usage_error(
+                f"the model in {args.eval_only} does not fit {args.map_path}: trained on {saved['args']['map_path']}"
+            )
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, E) + envs.obs_shape).to(device)
@@ -471,7 +534,7 @@ if __name__ == "__main__":
     next_mask = torch.as_tensor(info["action_mask"], device=device)
     next_done = torch.zeros(E).to(device)
     episode_stats = np.zeros((E, len(STAT_NAMES)))  # per-episode sums of the action_stats counts
-    history = []  # (return, a_null, a_busy, a_owner, invalid) of every finished training episode, in order
+    history = []  # a dict per finished training episode, in order (the summary averages the last 10)
     t_first = t_solve = float("nan")  # % of total_timesteps at the first positive reward / at solving
     frames, video_episode = [], 0
     first_iteration, last_checkpoint = 1, None
@@ -497,37 +560,38 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
 
-            # ALGO LOGIC: action logic (the penalty strategy samples from the unmasked logits)
+            # ALGO LOGIC: action logic
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(next_obs, next_mask, sample_masked, score_masked)
                 values[step] = value.flatten()
-                stats = action_stats(next_obs, next_mask, action)
             actions[step] = action
             logprobs[step] = logprob
+            stats = action_stats(next_obs, next_mask, action)
             episode_stats += stats.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs_np, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
-            if np.isnan(t_first) and (reward > 0).any():
-                t_first = 100 * global_step / args.total_timesteps
-                writer.add_scalar("charts/t_first_percent", t_first, global_step)
-            # invalid action penalty: r_invalid per invalid action (0 for the masking strategies: none are sampled)
-            rewards[step] = torch.as_tensor(reward, device=device) + penalty * stats[:, 3]
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
             next_mask = torch.as_tensor(info["action_mask"], device=device)
             next_done = torch.as_tensor(terminated | truncated, dtype=torch.float32, device=device)
+            # invalid action penalty: r_invalid per invalid action (0 for the masking strategies: none are sampled)
+            rewards[step] = torch.as_tensor(reward, device=device) + penalty * stats[:, STAT_NAMES.index("invalid")]
+            if np.isnan(t_first) and (reward > 0).any():
+                t_first = 100 * global_step / args.total_timesteps
+                writer.add_scalar("charts/t_first_percent", t_first, global_step)
             if args.capture_video and video_episode == round(video_episode ** (1 / 3)) ** 3 and step % 10 == 0:
                 frames.append(envs.render())  # env 0, every 10th frame of episodes 0, 1, 8, 27, ...
             for i in np.flatnonzero(info.get("_episode", [])):
-                history.append([info["episode"]["r"][i], *episode_stats[i]])
+                history.append({"r_episode": info["episode"]["r"][i]})
+                history[-1] |= dict(zip(STAT_NAMES, episode_stats[i], strict=True))
                 episode_stats[i] = 0
                 writer.add_scalar("charts/episodic_return", info["episode"]["r"][i], global_step)
                 writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)
                 for name, value in zip(REWARD_NAMES, info["episode"]["raw"][i], strict=True):
                     writer.add_scalar(f"charts/raw_{name}", value, global_step)
-                for name, value in zip(STAT_NAMES, history[-1][1:], strict=True):
-                    writer.add_scalar(f"invalid/{name}", value, global_step)
-                last10 = np.mean([h[0] for h in history[-10:]])
+                for name in STAT_NAMES:
+                    writer.add_scalar(f"invalid/{name}", history[-1][name], global_step)
+                last10 = np.mean([h["r_episode"] for h in history[-10:]])
                 if np.isnan(t_solve) and len(history) >= 10 and last10 >= args.solve_threshold:
                     t_solve = 100 * global_step / args.total_timesteps
                     writer.add_scalar("charts/t_solve_percent", t_solve, global_step)
@@ -536,139 +600,36 @@ if __name__ == "__main__":
                         save_gif(frames, f"videos/{run_name}/episode_{video_episode}.gif")
                     frames, video_episode = [], video_episode + 1
 
-        # bootstrap value if not done
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards).to(device)
-            lastgaelam = 0
-            for t in reversed(range(args.num_steps)):
-                if t == args.num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
-                else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
-            returns = advantages + values
-
-        # flatten the batch
-        b_obs = obs.reshape((-1,) + envs.obs_shape)
-        b_masks = masks.reshape(-1, HW, MASK_SIZE)
-        b_actions = actions.reshape(-1, HW, len(ACTION_DIMS))
-        b_logprobs = logprobs.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
-
-        # Optimizing the policy and value network
-        b_inds = np.arange(args.batch_size)
-        clipfracs = []
-        finite = torch.ones((), dtype=torch.bool, device=device)  # every minibatch's loss was finite
-        for _epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                mb_inds = b_inds[start : start + args.minibatch_size]
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                    b_obs[mb_inds], b_masks[mb_inds], sample_masked, score_masked, b_actions[mb_inds]
-                )
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
-
-                with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
-
-                mb_advantages = b_advantages[mb_inds]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                # Value loss
-                newvalue = newvalue.view(-1)
-                if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-                else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                optimizer.step()
-                finite &= loss.isfinite()
-
-            if args.target_kl is not None and approx_kl > args.target_kl:
-                break
+        # ALGO LOGIC: GAE and the PPO update
+        rollout = dict(obs=obs, masks=masks, actions=actions, logprobs=logprobs, dones=dones)
+        rollout |= dict(rewards=rewards, values=values)
+        losses, finite = ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_masked, score_masked)
 
         # numerical faults: the losses and the parameters, checked once per update before anything is saved
         if not (finite & torch.stack([param.isfinite().all() for param in agent.parameters()]).all()):
-            print(
-                f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: "
-                f"{last_checkpoint or 'none (use --save-every)'}",
-                file=sys.stderr,
-            )
-            sys.exit(1)
-
-        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-        var_y = np.var(y_true)
-        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+            fault_stop(iteration, last_checkpoint)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        for name, value in losses.items():
+            writer.add_scalar(f"losses/{name}", value, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
             last_print = time.time()
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - first_iteration + 1)
-            recent = f"{np.mean([h[0] for h in history[-10:]]):.2f}" if history else "-"
-            print(
-                f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s "
-                f"mean_return_last10={recent}",
-                flush=True,
-            )
+            recent = f"{np.mean([h['r_episode'] for h in history[-10:]]):.2f}" if history else "-"
+            line = f"update {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s"
+            print(f"{line} mean_return_last10={recent}", flush=True)
 
         # checkpoint: everything the next update depends on except the games in progress (they live in the JVM)
         if args.save_every and iteration % args.save_every == 0:
             writer.flush()  # the logs up to this update survive a kill
             last_checkpoint = f"runs/{run_name}/checkpoint.pt"
-            atomic_save(
-                {
-                    "args": vars(args),
-                    "run_name": run_name,
-                    "iteration": iteration,
-                    "global_step": global_step,
-                    "model": agent.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "rng": rng_states(),
-                    "history": history,
-                    "t_first": t_first,
-                    "t_solve": t_solve,
-                    "video_episode": video_episode,
-                    "wandb_id": wandb_id,
-                },
-                last_checkpoint,
-            )
+            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            state |= {"model": agent.state_dict(), "rng": rng_states(), "optimizer": optimizer.state_dict()}
+            state |= {"history": history, "t_first": t_first, "t_solve": t_solve, "video_episode": video_episode}
+            atomic_save(state | {"wandb_id": wandb_id}, last_checkpoint)
 
     if args.save_model and not args.eval_only:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
@@ -676,10 +637,11 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
     # final evaluation on the training task, with the mask and with the mask removed ("masking removed", Table 7.2)
+    keys = ("r_episode", *STAT_NAMES)  # means over the last 10 training episodes
     summary = {"strategy": args.strategy, "invalid_penalty": penalty, "episodes": len(history)}
-    last = np.mean(history[-10:], axis=0) if history else np.full(1 + len(STAT_NAMES), np.nan)
-    summary.update(r_episode=last[0], **dict(zip(STAT_NAMES, last[1:], strict=True)))
-    summary.update(t_solve=t_solve, t_first=t_first, SPS=(global_step - start_step) / (time.time() - start_time))
+    summary |= {key: np.mean([h[key] for h in history[-10:]]) if history else np.nan for key in keys}
+    summary.update(t_solve=t_solve, t_first=t_first)
+    summary.update(SPS=(global_step - start_step) / (time.time() - start_time))
     if args.eval_episodes > 0:
         for use_mask, tag in [(True, "mask"), (False, "nomask")]:
             video_path = f"videos/{run_name}/eval.gif" if args.capture_video and use_mask else None
@@ -701,3 +663,4 @@ if __name__ == "__main__":
     print("summary " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
 
     writer.close()
+    print(f"params_sha256={params_sha256(agent)}")

@@ -3,6 +3,7 @@ base against direct computation, the behaviour log-prob of the ε-greedy policy,
 smoke runs of the three tasks, PLO leaving a policy bit-identical, --eval-only, resume after SIGKILL, the stop on
 non-finite parameters, and user errors."""
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -210,6 +211,15 @@ def initial_agents(size=4, seed=1):
         torch.set_num_threads(threads)
 
 
+def state_dict_sha256(state):
+    """The hash that the script prints last (`params_sha256=`), of a saved state_dict."""
+    digest = hashlib.sha256()
+    for key, value in state.items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def unchanged(model, prefix):
     """Whether the saved parameters of policy `prefix` ("0." main, "1." aux) are bit-identical to their init."""
     init = initial_agents().state_dict()
@@ -225,7 +235,8 @@ def scalar_tags(tmp_path):
 
 @needs_java
 def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(tmp_path):
-    result = run(tmp_path, *TINY, "--task", "LearnToAttack", "--strategy", "short-adaptation", "--save-model")
+    league = ["--eval-games", "1", "--eval-bots", "randomAI", "passiveAI", "--league-games", "1"]
+    result = run(tmp_path, *TINY, "--task", "LearnToAttack", "--strategy", "short-adaptation", "--save-model", *league)
     fields = summary_of(result)
     run_dir, events = scalar_tags(tmp_path)
     assert run_dir.name.startswith("basesWorkers4x4__ppo_action_guidance__1__")
@@ -243,6 +254,8 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(tmp
         "losses/value_loss_aux",
         "losses/approx_kl",
         "eval/sparse_return",
+        "invalid/a_null",
+        "league/trueskill_mu",
     ]:
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
     lengths = [e.value for e in events.Scalars("charts/episodic_length")]
@@ -253,7 +266,11 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(tmp
     assert {"sparse_return", "shaped_return", "t_first", "SPS", "eval_sparse_return", "eval_shaped_return"} <= set(
         fields
     )
+    # gridnet's statistics (0 under invalid action masking) and its TrueSkill league
+    assert float(fields["a_null"]) == float(fields["invalid"]) == 0 and "trueskill_mu" in fields
+    assert sum(line.startswith("league bot=") for line in result.stdout.splitlines()) == 2
     saved = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=False)
+    assert result.stdout.splitlines()[-1] == f"params_sha256={state_dict_sha256(saved['model'])}"
     assert saved["args"]["task"] == "LearnToAttack" and saved["args"]["epsilon_end"] == 0.0
     assert not unchanged(saved["model"], "0.") and not unchanged(saved["model"], "1.")  # both learned
     # --eval-only: the task and strategy come from the model, nothing is trained
@@ -307,7 +324,7 @@ def test_resume_after_sigkill_continues_the_same_run(tmp_path):
     checkpoint = torch.load(path, weights_only=False)
     k, g = checkpoint["iteration"], checkpoint["global_step"]
     assert k % 2 == 0 and g == k * 256 and checkpoint["args"]["strategy"] == "sparse"
-    assert {"model", "optimizers", "rng", "history", "plo_skips", "run_name"} <= checkpoint.keys()
+    assert {"model", "optimizer", "rng", "history", "plo_skips", "run_name"} <= checkpoint.keys()
     # other flags are ignored: the checkpoint's Args (6 updates, sparse) are used
     result = run(tmp_path, "--resume", str(path), "--total-timesteps", "99999", "--strategy", "shaped")
     fields = summary_of(result)
@@ -373,8 +390,9 @@ def user_error_results(tmp_path_factory):
     args = {"task": "LearnToAttack", "map_path": "maps/10x10/basesWorkers10x10.xml", "max_steps": 100}
     args |= {"strategy": "sparse", "epsilon_end": 0.0}
     other = {"strategy": "masking", "reward_weight": (0, 1, 0, 0, 0, 0)}  # ppo_gridnet_masked.py's Args
-    torch.save({"args": other, "model": {}}, folder / "other_script.cleanfive_model")
-    torch.save({"args": args, "model": initial_agents(4).state_dict()}, folder / "wrong_size.cleanfive_model")
+    torch.save({"script": "ppo_gridnet_masked.py", "args": other, "model": {}}, folder / "other_script.cleanfive_model")
+    model = {"script": "ppo_action_guidance.py", "args": args, "model": initial_agents(4).state_dict()}
+    torch.save(model, folder / "wrong_size.cleanfive_model")
     cases = [TINY + flags for flags, _ in USER_ERRORS]
     driver = DRIVER.replace("SCRIPT", repr(str(SCRIPT)))
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}

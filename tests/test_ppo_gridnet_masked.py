@@ -1,6 +1,7 @@
 """cleanfive/ppo_gridnet_masked.py: the masked Gridnet distribution against direct computation, the invalid-action
 statistics, the network, and (in subprocesses, one JVM each) smoke runs and user errors."""
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -218,6 +219,11 @@ def test_tiny_masking_run_metrics_league_save_and_eval_mode(tmp_path):
     assert sum(line.startswith("league bot=") for line in result.stdout.splitlines()) == 2
     saved = torch.load(run_dir / "ppo_gridnet_masked.cleanfive_model", weights_only=False)
     assert saved["args"]["strategy"] == "masking" and "critic.3.weight" in saved["model"]
+    digest = hashlib.sha256()  # the last line: params_sha256 of the final parameters, equal to the saved model's
+    for key, value in saved["model"].items():
+        digest.update(key.encode())
+        digest.update(value.numpy().tobytes())
+    assert result.stdout.splitlines()[-1] == f"params_sha256={digest.hexdigest()}"
     # evaluation mode: reload the model and only evaluate
     result = run(tmp_path, *TINY, "--eval-only", str(run_dir / "ppo_gridnet_masked.cleanfive_model"))
     assert result.returncode == 0, result.stderr
