@@ -29,108 +29,70 @@ from cleanfive.trueskill_league import fit_reference_ratings
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
-    seed: int = 1
-    """seed of the experiment"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
-    cuda: bool = True
-    """if toggled, cuda will be enabled when available"""
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # the name of this experiment
+    seed: int = 1  # seed of the experiment
+    torch_deterministic: bool = True  # if toggled, `torch.backends.cudnn.deterministic=True`
+    cuda: bool = True  # if toggled, cuda will be enabled when available
+    # PyTorch CPU threads (1 leaves the other cores to the Java game engine; 0: PyTorch's default)
     torch_threads: int = 1
-    """PyTorch CPU threads (1 leaves the other cores to the Java game engine; 0: PyTorch's default)"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "cleanfive"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
+    track: bool = False  # if toggled, this experiment will be tracked with Weights and Biases
+    wandb_project_name: str = "cleanfive"  # the wandb's project name
+    wandb_entity: str | None = None  # the entity (team) of wandb's project
+    # save GIFs of env 0's episodes 0, 1, 8, 27, ... and its first evaluation episode (needs a display for µRTS)
     capture_video: bool = False
-    """save GIFs of env 0's episodes 0, 1, 8, 27, ... and its first evaluation episode (needs a display for µRTS)"""
-    save_model: bool = False
-    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
-    quiet: bool = False
-    """if toggled, no progress line is printed (the final `summary` line still is)"""
-    save_every: int = 20
-    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
+    save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
+    quiet: bool = False  # if toggled, no progress line is printed (the final `summary` line still is)
+    save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)
+    # continue from a `checkpoint.pt` with its `Args` (the games in progress restart: they live in the JVM)
     resume: str | None = None
-    """continue from a `checkpoint.pt` with its `Args` (the games in progress restart: they live in the JVM)"""
 
     # Gym-µRTS task (defaults: the thesis' setting, scaled down to a 2-core laptop; see the docs page)
-    map_path: str = "maps/16x16/basesWorkers16x16.xml"
-    """map, relative to the gym-microrts folder (both sides must halve at least once: even sizes)"""
+    map_path: str = "maps/16x16/basesWorkers16x16.xml"  # map in the gym-microrts folder (even sides: they halve)
+    # weights of win/loss, resource, worker, building, attack, combat unit (harvest only: 0 1 0 0 0 0)
     reward_weight: tuple[float, ...] = (10.0, 1.0, 1.0, 0.2, 1.0, 4.0)
-    """weights of win/loss, resource, worker, building, attack, combat unit (harvest only: 0 1 0 0 0 0)"""
-    num_selfplay_envs: int = 2
-    """self-play envs (two per game, both seats driven and trained by the current policy)"""
-    num_bot_envs: int = 2
-    """envs against the bots in `--bots` (the agent is player 0, top left)"""
+    num_selfplay_envs: int = 2  # self-play envs (two per game, both seats driven and trained by the current policy)
+    num_bot_envs: int = 2  # envs against the bots in `--bots` (the agent is player 0, top left)
+    # bot opponents of the bot envs, assigned in turn (see cleanfive.envs.microrts.BOT_NAMES)
     bots: tuple[str, ...] = ("coacAI",)
-    """bot opponents of the bot envs, assigned in turn (see cleanfive.envs.microrts.BOT_NAMES)"""
-    max_steps: int = 2000
-    """game length limit in frames (one env step = one frame)"""
+    max_steps: int = 2000  # game length limit in frames (one env step = one frame)
 
     # Algorithm specific arguments
-    total_timesteps: int = 100_000
-    """total environment steps (frames x envs)"""
-    learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
-    num_steps: int = 256
-    """the number of steps per env in each rollout"""
-    anneal_lr: bool = True
-    """toggle learning rate annealing"""
-    gamma: float = 0.99
-    """the discount factor gamma"""
-    gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
-    num_minibatches: int = 4
-    """the number of mini-batches"""
-    update_epochs: int = 4
-    """the K epochs to update the policy"""
-    norm_adv: bool = True
-    """toggles advantages normalization"""
-    clip_coef: float = 0.1
-    """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """toggles whether or not to use a clipped loss for the value function"""
-    ent_coef: float = 0.01
-    """coefficient of the entropy"""
-    vf_coef: float = 0.5
-    """coefficient of the value function"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
-    target_kl: float | None = None
-    """the target KL divergence threshold"""
+    total_timesteps: int = 100_000  # total environment steps (frames x envs)
+    learning_rate: float = 2.5e-4  # the learning rate of the optimizer
+    num_steps: int = 256  # the number of steps per env in each rollout
+    anneal_lr: bool = True  # toggle learning rate annealing
+    gamma: float = 0.99  # the discount factor gamma
+    gae_lambda: float = 0.95  # the lambda for the general advantage estimation
+    num_minibatches: int = 4  # the number of mini-batches
+    update_epochs: int = 4  # the K epochs to update the policy
+    norm_adv: bool = True  # toggles advantages normalization
+    clip_coef: float = 0.1  # the surrogate clipping coefficient
+    clip_vloss: bool = True  # toggles whether or not to use a clipped loss for the value function
+    ent_coef: float = 0.01  # coefficient of the entropy
+    vf_coef: float = 0.5  # coefficient of the value function
+    max_grad_norm: float = 0.5  # the maximum norm for the gradient clipping
+    target_kl: float | None = None  # the target KL divergence threshold
 
     # Invalid actions (thesis chapter 7)
-    strategy: Literal["masking", "naive", "penalty"] = "masking"
-    """masking; naive masking (sample masked, learn from unmasked logits); penalty (no mask, reward penalty)"""
+    strategy: Literal["masking", "naive", "penalty"] = "masking"  # naive: learn from unmasked logits; penalty: no mask
+    # r_invalid <= 0 added per invalid action of an own available unit (only with --strategy penalty)
     invalid_penalty: float | None = None
-    """r_invalid <= 0 added per invalid action of an own available unit (only with --strategy penalty)"""
-    solve_threshold: float = 40.0
-    """t_solve: first time the mean of the last 10 episodic returns reaches this (>=)"""
+    solve_threshold: float = 40.0  # t_solve: first time the mean of the last 10 episodic returns reaches this (>=)
 
     # Evaluation
-    eval_episodes: int = 4
-    """episodes of the final evaluation on the training envs, with the mask and with the mask removed"""
+    eval_episodes: int = 4  # final evaluation episodes on the training envs, with the mask and with it removed
+    # bots of the final TrueSkill league (rated with the agent; randomAI, if present, anchors mu = 0)
     eval_bots: tuple[str, ...] = ("coacAI", "workerRushAI", "lightRushAI", "rojo", "randomBiasedAI", "randomAI")
-    """bots of the final TrueSkill league (rated with the agent; randomAI, if present, anchors mu = 0)"""
-    eval_games: int = 2
-    """games of the agent against each of `--eval-bots` (0: no league)"""
-    league_games: int = 2
-    """games per pair of `--eval-bots` (seats alternate) to rate the bots in the same league"""
+    eval_games: int = 2  # games of the agent against each of `--eval-bots` (0: no league)
+    league_games: int = 2  # games per pair of `--eval-bots` (seats alternate) to rate the bots in the same league
+    # path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, only evaluate it, and exit
     eval_only: str | None = None
-    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): skip training, only evaluate it, and exit"""
 
     # to be filled in runtime
-    num_envs: int = 0
-    """the number of envs (computed in runtime)"""
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    num_envs: int = 0  # the number of envs (computed in runtime)
+    batch_size: int = 0  # the batch size (computed in runtime)
+    minibatch_size: int = 0  # the mini-batch size (computed in runtime)
+    num_iterations: int = 0  # the number of iterations (computed in runtime)
 
 
 MASK_VALUE = -1e8  # logit of an illegal entry (Eq. 7.2)
