@@ -26,82 +26,46 @@ from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, p
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
-    seed: int = 1
-    """seed of the experiment"""
-    deterministic: bool = True
-    """if toggled, deterministic torch kernels: with the fixed schedule, equal seeds give bit-identical parameters"""
-    cuda: bool = True
-    """if toggled, cuda will be enabled when available"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "cleanfive"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    save_model: bool = False
-    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
-    quiet: bool = False
-    """if toggled, no progress line is printed"""
-    torch_threads: int = 1
-    """torch's intra-op CPU threads (one pool shared by the actor threads and the learner)"""
-    save_every: int = 200
-    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
-    resume: str | None = None
-    """continue from a `checkpoint.pt` with its `Args` (the games in progress restart, seeded by (seed, update))"""
-    eval_only: str | None = None
-    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): play `--eval-episodes` games with it and exit"""
-    eval_episodes: int = 10
-    """games played by `--eval-only`, one per environment (all lives, the real game score)"""
-    capture_video: bool = False
-    """with `--eval-only`: save the first game as `videos/{run_name}/episode_0.gif` (from the observation frames)"""
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # the name of this experiment
+    seed: int = 1  # seed of the experiment
+    deterministic: bool = True  # if toggled, deterministic torch kernels: equal seeds give bit-identical parameters
+    cuda: bool = True  # if toggled, cuda will be enabled when available
+    track: bool = False  # if toggled, this experiment will be tracked with Weights and Biases
+    wandb_project_name: str = "cleanfive"  # the wandb's project name
+    wandb_entity: str | None = None  # the entity (team) of wandb's project
+    save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
+    quiet: bool = False  # if toggled, no progress line is printed
+    torch_threads: int = 1  # torch's intra-op CPU threads (one pool shared by the actor threads and the learner)
+    save_every: int = 200  # write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)
+    resume: str | None = None  # continue from a `checkpoint.pt` with its `Args` (the games in progress restart)
+    eval_only: str | None = None  # path of a saved model (or checkpoint): play `--eval-episodes` games and exit
+    eval_episodes: int = 10  # games played by `--eval-only`, one per environment (all lives, the real game score)
+    capture_video: bool = False  # with `--eval-only`: save the first game as `videos/{run_name}/episode_0.gif`
 
     # Algorithm specific arguments
-    env_id: str = "Breakout-v5"
-    """the id of the environment (any Atari v5 id of envpool, e.g. Breakout-v5, Pong-v5)"""
-    total_timesteps: int = 2_000_000
-    """total environment steps, summed over all learner processes"""
-    learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
-    local_num_envs: int = 16
-    """the number of parallel environments of each learner process (split evenly across its actor threads)"""
-    num_actor_threads: int = 1
-    """the number of actor threads of each learner process (each steps its own envpool)"""
-    num_steps: int = 32
-    """the number of steps of each rollout (the V-trace unroll length)"""
-    anneal_lr: bool = True
-    """toggle learning rate annealing"""
-    gamma: float = 0.99
-    """the discount factor gamma"""
-    vtrace_lambda: float = 1.0
-    """the V-trace mixing parameter lambda (c_i = lambda * min(1, rho_i))"""
-    vtrace_rho_bar: float = 1.0
-    """rho-bar: clip threshold of the importance ratios in the value targets"""
-    vtrace_pg_rho_bar: float = 1.0
-    """rho-bar_pg: clip threshold of the importance ratios in the policy-gradient advantages"""
-    num_minibatches: int = 4
-    """the number of mini-batches (each a group of whole env trajectories); one pass, one gradient step each"""
-    ent_coef: float = 0.01
-    """coefficient of the entropy"""
-    vf_coef: float = 0.5
-    """coefficient of the value function"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
-    sync: bool = False
-    """if toggled, the actor waits for the learner: every rollout uses the latest parameters (policy lag 0)"""
-    policy_lag: int | None = None
-    """the actor acts with parameters this many versions old (default: 1, Cleanba's async setting; 0 with --sync)"""
+    env_id: str = "Breakout-v5"  # the id of the environment (any Atari v5 id of envpool, e.g. Breakout-v5, Pong-v5)
+    total_timesteps: int = 2_000_000  # total environment steps, summed over all learner processes
+    learning_rate: float = 2.5e-4  # the learning rate of the optimizer
+    local_num_envs: int = 16  # the number of parallel environments of each learner process (split over its actors)
+    num_actor_threads: int = 1  # the number of actor threads of each learner process (each steps its own envpool)
+    num_steps: int = 32  # the number of steps of each rollout (the V-trace unroll length)
+    anneal_lr: bool = True  # toggle learning rate annealing
+    gamma: float = 0.99  # the discount factor gamma
+    vtrace_lambda: float = 1.0  # the V-trace mixing parameter lambda (c_i = lambda * min(1, rho_i))
+    vtrace_rho_bar: float = 1.0  # rho-bar: clip threshold of the importance ratios in the value targets
+    vtrace_pg_rho_bar: float = 1.0  # rho-bar_pg: clip threshold of the importance ratios in the pg advantages
+    num_minibatches: int = 4  # the number of mini-batches of whole env trajectories; one pass, one step each
+    ent_coef: float = 0.01  # coefficient of the entropy
+    vf_coef: float = 0.5  # coefficient of the value function
+    max_grad_norm: float = 0.5  # the maximum norm for the gradient clipping
+    sync: bool = False  # if toggled, the actor waits for the learner: every rollout uses the latest parameters
+    policy_lag: int | None = None  # the actor's parameters are this many versions old (default 1; 0 with --sync)
 
     # to be filled in runtime
-    world_size: int = 0
-    """the number of learner processes (from torchrun)"""
-    local_batch_size: int = 0
-    """the batch size of each learner process: local_num_envs * num_steps (computed in runtime)"""
-    batch_size: int = 0
-    """the batch size over all processes: world_size * local_batch_size (computed in runtime)"""
-    num_updates: int = 0
-    """the number of learner updates = the number of rollouts of each actor (computed in runtime)"""
+    world_size: int = 0  # the number of learner processes (from torchrun)
+    local_batch_size: int = 0  # the batch size of each learner process: local_num_envs * num_steps
+    batch_size: int = 0  # the batch size over all processes: world_size * local_batch_size
+    num_updates: int = 0  # the number of learner updates = the number of rollouts of each actor
 
 
 # what --save-every writes besides `args`: enough to continue the run where it stopped
