@@ -1,5 +1,4 @@
 # docs and experiment results: docs/cleanba_impala.md (mkdocs site: `uv run --all-extras mkdocs serve`)
-import atexit
 import contextlib
 import copy
 import hashlib
@@ -27,120 +26,91 @@ from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, p
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
-    seed: int = 1
-    """seed of the experiment"""
-    deterministic: bool = True
-    """if toggled, deterministic torch kernels (cuDNN, cuBLAS): with the fixed actor/learner schedule, two runs with
-    the same seed give bit-identical parameters on one machine"""
-    cuda: bool = True
-    """if toggled, cuda will be enabled when available"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "cleanfive"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    save_model: bool = False
-    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
-    quiet: bool = False
-    """if toggled, no progress line is printed"""
-    torch_threads: int = 1
-    """torch's intra-op CPU threads (one pool shared by the actor threads and the learner)"""
-    save_every: int = 200
-    """write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)"""
-    resume: str | None = None
-    """continue from a `checkpoint.pt`, with its `Args` (other flags are ignored); envpool cannot save its games, so
-    the games in progress restart with seeds derived from (seed, update): no completed update is lost"""
-    eval_only: str | None = None
-    """path of a saved `.cleanfive_model` (or a `checkpoint.pt`): play `--eval-episodes` games with it and exit"""
-    eval_episodes: int = 10
-    """games played by `--eval-only`, one per environment (all lives, the real game score)"""
-    capture_video: bool = False
-    """with `--eval-only`: save the first game as `videos/{run_name}/episode_0.gif`, drawn from the observation
-    frames (envpool does not render)"""
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # the name of this experiment
+    seed: int = 1  # seed of the experiment
+    deterministic: bool = True  # if toggled, deterministic torch kernels: equal seeds give bit-identical parameters
+    cuda: bool = True  # if toggled, cuda will be enabled when available
+    track: bool = False  # if toggled, this experiment will be tracked with Weights and Biases
+    wandb_project_name: str = "cleanfive"  # the wandb's project name
+    wandb_entity: str | None = None  # the entity (team) of wandb's project
+    save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
+    quiet: bool = False  # if toggled, no progress line is printed
+    torch_threads: int = 1  # torch's intra-op CPU threads (one pool shared by the actor threads and the learner)
+    save_every: int = 200  # write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)
+    resume: str | None = None  # continue from a `checkpoint.pt` with its `Args` (the games in progress restart)
+    eval_only: str | None = None  # path of a saved model (or checkpoint): play `--eval-episodes` games and exit
+    eval_episodes: int = 10  # games played by `--eval-only`, one per environment (all lives, the real game score)
+    capture_video: bool = False  # with `--eval-only`: save the first game as `videos/{run_name}/episode_0.gif`
 
     # Algorithm specific arguments
-    env_id: str = "Breakout-v5"
-    """the id of the environment (any Atari v5 id of envpool, e.g. Breakout-v5, Pong-v5)"""
-    total_timesteps: int = 2_000_000
-    """total environment steps, summed over all learner processes"""
-    learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
-    local_num_envs: int = 16
-    """the number of parallel environments of each learner process (split evenly across its actor threads)"""
-    num_actor_threads: int = 1
-    """the number of actor threads of each learner process (each steps its own envpool)"""
-    num_steps: int = 32
-    """the number of steps of each rollout (the V-trace unroll length)"""
-    anneal_lr: bool = True
-    """toggle learning rate annealing"""
-    gamma: float = 0.99
-    """the discount factor gamma"""
-    vtrace_lambda: float = 1.0
-    """the V-trace mixing parameter lambda (c_i = lambda * min(1, rho_i))"""
-    vtrace_rho_bar: float = 1.0
-    """rho-bar: clip threshold of the importance ratios in the value targets"""
-    vtrace_pg_rho_bar: float = 1.0
-    """rho-bar_pg: clip threshold of the importance ratios in the policy-gradient advantages"""
-    num_minibatches: int = 4
-    """the number of mini-batches (each a group of whole env trajectories); one pass, one gradient step each"""
-    ent_coef: float = 0.01
-    """coefficient of the entropy"""
-    vf_coef: float = 0.5
-    """coefficient of the value function"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
-    sync: bool = False
-    """if toggled, the actor waits for the learner: every rollout uses the latest parameters (policy lag 0)"""
-    policy_lag: int | None = None
-    """the actor acts with parameters this many versions old (default: 1, Cleanba's async setting; 0 with --sync)"""
+    env_id: str = "Breakout-v5"  # the id of the environment (any Atari v5 id of envpool, e.g. Breakout-v5, Pong-v5)
+    total_timesteps: int = 2_000_000  # total environment steps, summed over all learner processes
+    learning_rate: float = 2.5e-4  # the learning rate of the optimizer
+    local_num_envs: int = 16  # the number of parallel environments of each learner process (split over its actors)
+    num_actor_threads: int = 1  # the number of actor threads of each learner process (each steps its own envpool)
+    num_steps: int = 32  # the number of steps of each rollout (the V-trace unroll length)
+    anneal_lr: bool = True  # toggle learning rate annealing
+    gamma: float = 0.99  # the discount factor gamma
+    vtrace_lambda: float = 1.0  # the V-trace mixing parameter lambda (c_i = lambda * min(1, rho_i))
+    vtrace_rho_bar: float = 1.0  # rho-bar: clip threshold of the importance ratios in the value targets
+    vtrace_pg_rho_bar: float = 1.0  # rho-bar_pg: clip threshold of the importance ratios in the pg advantages
+    num_minibatches: int = 4  # the number of mini-batches of whole env trajectories; one pass, one step each
+    ent_coef: float = 0.01  # coefficient of the entropy
+    vf_coef: float = 0.5  # coefficient of the value function
+    max_grad_norm: float = 0.5  # the maximum norm for the gradient clipping
+    sync: bool = False  # if toggled, the actor waits for the learner: every rollout uses the latest parameters
+    policy_lag: int | None = None  # the actor's parameters are this many versions old (default 1; 0 with --sync)
 
     # to be filled in runtime
-    world_size: int = 0
-    """the number of learner processes (from torchrun)"""
-    local_batch_size: int = 0
-    """the batch size of each learner process: local_num_envs * num_steps (computed in runtime)"""
-    batch_size: int = 0
-    """the batch size over all processes: world_size * local_batch_size (computed in runtime)"""
-    num_updates: int = 0
-    """the number of learner updates = the number of rollouts of each actor (computed in runtime)"""
-
-
-def usage_error(message: str) -> None:
-    """One clear line and exit code 2 for a user error: no traceback."""
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file written by this script's --save-model or --save-every, holding `keys`; exit 2 with one line if it is
-    missing, unreadable, corrupt or another script's."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        if missing := [key for key in ("args", *keys) if key not in saved]:
-            raise KeyError(f"it holds no {missing}")
-        Args(**saved["args"])
-    except Exception as exc:
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        wanted = "a checkpoint.pt of --save-every" if flag == "--resume" else "a file of --save-model or --save-every"
-        usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} of this script")
-    return saved
+    world_size: int = 0  # the number of learner processes (from torchrun)
+    local_batch_size: int = 0  # the batch size of each learner process: local_num_envs * num_steps
+    batch_size: int = 0  # the batch size over all processes: world_size * local_batch_size
+    num_updates: int = 0  # the number of learner updates = the number of rollouts of each actor
 
 
 # what --save-every writes besides `args`: enough to continue the run where it stopped
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "versions", "actor_rng", "rng")
 
 
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
+# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        usage_error(message)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("script") != os.path.basename(__file__):
+            raise ValueError(f"it was written by {saved.get('script')}")
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
+    return saved
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def rng_states() -> dict:
     """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
-    return {
-        "random": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def set_rng_states(states: dict) -> None:
@@ -151,10 +121,26 @@ def set_rng_states(states: dict) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file in the same folder, then rename: a reader never sees a half-written file."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
+    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
+    good = last_checkpoint or "none (use --save-every)"
+    print(
+        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
+def params_sha256(model: nn.Module) -> str:
+    """A hash of every parameter and buffer in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# END OF RUN MANAGEMENT
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -181,9 +167,9 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(512, 1), std=1)
 
     def get_logits_and_value(self, x):
-        # x: uint8 (B, 4, 84, 84) -> logits (B, A), value (B,)
-        hidden = self.network(x / 255.0)
-        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+        # x: uint8 (*B, 4, 84, 84) -> logits (*B, A), value (*B,), for any batch shape B
+        hidden = self.network(x.flatten(0, -4) / 255.0)
+        return self.actor(hidden).unflatten(0, x.shape[:-3]), self.critic(hidden).squeeze(-1).unflatten(0, x.shape[:-3])
 
 
 def vtrace(values, rewards, discounts, log_rhos, lam=1.0, rho_bar=1.0, pg_rho_bar=1.0, c_bar=1.0):
@@ -207,108 +193,68 @@ def vtrace(values, rewards, discounts, log_rhos, lam=1.0, rho_bar=1.0, pg_rho_ba
     return vs, pg_advantages
 
 
-def params_sha256(agent: nn.Module) -> str:
-    """A hash of every parameter and buffer, in state_dict order: equal hashes <=> bit-identical models."""
-    digest = hashlib.sha256()
-    for key, value in agent.state_dict().items():
-        digest.update(key.encode())
-        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def sample(logits, generator):
     """Gumbel-max with the caller's own generator: argmax(logits - log(-log u)), u ~ U(0, 1), as Cleanba samples."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device)
     return (logits - torch.log(-torch.log(u))).argmax(dim=-1)
 
 
-def actor_thread(envs, agent, history, param_queue, rollout_queue, generator, args, device, first_rollout):
-    """Collect rollouts first_rollout .. num_updates - 1 with parameters exactly `policy_lag` versions older than the
-    learner's.
+@torch.no_grad()  # grad mode is per thread: the actor never builds a graph
+def actor_thread(envs, agent, versions, param_queue, rollout_queue, generator, args, device, first_rollout):
+    """Collect rollouts first_rollout .. num_updates - 1, rollout r with parameter version max(0, r - policy_lag).
 
-    `history` maps versions to parameters ({0: initial} at the start; the checkpoint's versions on resume). Before
-    rollout r the actor needs version r - fetch_lag (fetch_lag 1 async, 0 sync); if it does not hold it yet it takes
-    it from `param_queue` (the learner puts versions in order). It keeps the last policy_lag + 1 versions and acts
-    with version max(0, r - lag). Each rollout carries the generator's state after it: where the next one starts.
+    `versions` ({version: parameters}) are the learner's after its newest update; before rollout r the actor takes
+    those after update r - fetch_lag from `param_queue` (fetch_lag 0 with policy lag 0: it waits for the learner).
     """
     try:
         E, T, lag = args.local_num_envs // args.num_actor_threads, args.num_steps, args.policy_lag
         fetch_lag = min(lag, 1)
-        newest = max(history)  # the newest version received
-        acting_version = -1
         stats = EpisodeStatistics(E)
-        next_obs_np, _ = envs.reset()
-        next_obs = torch.as_tensor(next_obs_np, device=device)
+        next_obs = torch.as_tensor(envs.reset()[0], device=device)
         next_done = torch.zeros(E, dtype=torch.bool, device=device)
         for r in range(first_rollout, args.num_updates):
-            param_wait = 0.0
-            if r - fetch_lag > newest:
-                start = time.time()
+            wait_start = time.time()
+            if r - fetch_lag > max(versions):  # the learner sends one message per update, in order
                 item = param_queue.get()
-                if item is None:  # the learner has stopped (stop_actors)
+                if item is None:
                     return
-                newest, params = item
-                param_wait = time.time() - start
-                assert newest == r - fetch_lag, (newest, r, fetch_lag)
-                history[newest] = params
+                versions = item
+            param_wait = time.time() - wait_start
             version = max(0, r - lag)
-            if acting_version != version:
-                agent.load_state_dict(history[version])
-                acting_version = version
-            history = {v: p for v, p in history.items() if v >= r + 1 - lag}  # what later rollouts still need
+            agent.load_state_dict(versions[version])
 
-            # ALGO LOGIC: storage of one rollout; obs has one more row, the bootstrap observation
-            obs = torch.zeros((T + 1, E) + envs.observation_space.shape, dtype=torch.uint8, device=device)
-            actions = torch.zeros((T, E), dtype=torch.long, device=device)
-            logprobs = torch.zeros((T, E), device=device)
-            rewards = torch.zeros((T, E), device=device)
-            dones = torch.zeros((T, E), device=device)
-            valid = torch.zeros((T, E), device=device)
-            episodes = []
-            for t in range(T):
-                obs[t] = next_obs
+            # ALGO LOGIC: one rollout, time-major; obs gets one more row, x_T, the bootstrap observation
+            ro = {key: [] for key in ("obs", "actions", "logprobs", "rewards", "dones", "valid")}
+            episodes = []  # (real game return, length) of each game that ended
+            for _ in range(T):
+                ro["obs"].append(next_obs)
                 # envpool autoresets "next-step": after a done, this step resets and ignores the action; not learned
-                valid[t] = (~next_done).float()
-                with torch.no_grad():
-                    logits, _ = agent.get_logits_and_value(next_obs)
-                    action = sample(logits, generator)  # the actor's own generator, never one shared by threads
-                    logprobs[t] = F.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1)
-                actions[t] = action
+                ro["valid"].append((~next_done).float())
+                logits, _ = agent.get_logits_and_value(next_obs)
+                action = sample(logits, generator)  # the actor's own generator, never one shared by threads
+                ro["logprobs"].append(F.log_softmax(logits, dim=-1).gather(-1, action[:, None]).squeeze(-1))
+                ro["actions"].append(action)
 
                 # TRY NOT TO MODIFY: execute the game and log data.
                 next_obs_np, reward, terminated, truncated, info = envs.step(action.cpu().numpy())
                 assert (info["env_id"] == np.arange(E)).all()  # rows in env order (synchronous stepping)
-                rewards[t] = torch.as_tensor(reward, device=device)  # clipped: the learning signal
+                ro["rewards"].append(torch.as_tensor(reward, dtype=torch.float32, device=device))  # clipped
                 next_done = torch.as_tensor(terminated | truncated, device=device)  # a lost life is a done
-                dones[t] = next_done.float()
+                ro["dones"].append(next_done.float())
                 next_obs = torch.as_tensor(next_obs_np, device=device)
                 _, returns, lengths = stats.update(info, truncated)  # real game returns, unclipped
                 episodes += zip(returns.tolist(), lengths.tolist(), strict=True)
-            obs[T] = next_obs
-            rollout_queue.put(
-                {
-                    "obs": obs,
-                    "actions": actions,
-                    "logprobs": logprobs,
-                    "rewards": rewards,
-                    "dones": dones,
-                    "valid": valid,
-                    "version": version,
-                    "episodes": episodes,
-                    "param_wait": param_wait,
-                    "rng": generator.get_state(),  # where rollout r + 1 starts (for the checkpoint after update r + 1)
-                }
-            )
+            ro["obs"].append(next_obs)
+            rollout = {key: torch.stack(values) for key, values in ro.items()}  # (T[+1], E, ...)
+            rollout |= {"version": version, "episodes": episodes, "param_wait": param_wait}
+            rollout_queue.put(rollout | {"rng": generator.get_state()})  # where rollout r + 1 starts, for checkpoints
     except BaseException as error:  # hand the failure to the learner instead of leaving it waiting
         rollout_queue.put(error)
 
 
 def stop_actors(threads, param_queues, rollout_queues):
-    """Stop the actor threads at their next parameter fetch (a None version) and wait for them.
-
-    Registered with atexit, so that every exit (a numerical fault, an error, Ctrl-C) first stops the threads:
-    otherwise Python would tear down envpool under a thread that is stepping it, and the process would abort.
-    """
+    """Stop the actor threads at their next parameter fetch (a None version) and wait for them to end: on any exit,
+    Python must not tear down envpool under a thread that is stepping it, or the process aborts."""
     while any(thread.is_alive() for thread in threads):
         for param_queue, rollout_queue in zip(param_queues, rollout_queues, strict=True):
             with contextlib.suppress(queue.Empty):
@@ -319,18 +265,16 @@ def stop_actors(threads, param_queues, rollout_queues):
             thread.join(timeout=0.05)
 
 
+@torch.no_grad()
 def evaluate(agent, envs, generator, device, video_path):
-    """Play one game (all lives) in each env, sampling as the actor does; returns the real game scores (E,).
-
-    With `video_path`, env 0's game is saved there as a GIF of the newest observation frame (84x84 grayscale).
-    """
+    """Play one game (all lives) in each env, sampling as the actor does; returns the real game scores (E,). With
+    `video_path`, env 0's game is saved there as a GIF of the newest observation frames (84x84 grayscale)."""
     stats = EpisodeStatistics(len(envs))
     returns = np.full(len(envs), np.nan)
     next_obs, _ = envs.reset()
     frames = [next_obs[0, -1]]
     while np.isnan(returns).any():
-        with torch.no_grad():
-            logits, _ = agent.get_logits_and_value(torch.as_tensor(next_obs, device=device))
+        logits, _ = agent.get_logits_and_value(torch.as_tensor(next_obs, device=device))
         next_obs, _, _, truncated, info = envs.step(sample(logits, generator).cpu().numpy())
         if np.isnan(returns[0]):
             frames.append(next_obs[0, -1])
@@ -341,59 +285,36 @@ def evaluate(agent, envs, generator, device, video_path):
         os.makedirs(os.path.dirname(video_path), exist_ok=True)
         gif = [Image.fromarray(frame).resize((168, 168), Image.NEAREST) for frame in frames]
         gif[0].save(video_path, save_all=True, append_images=gif[1:], duration=33, loop=0)
+        print(f"video saved to {video_path}")
     return returns
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
-    checkpoint = None
-    if args.resume:  # continue a run: its Args, its run name, its counters (the command line is ignored)
-        checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS)
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
-    if args.env_id not in ATARI_ENV_IDS:
-        usage_error(f"unknown --env-id {args.env_id!r}; use an Atari v5 id of envpool: {', '.join(ATARI_ENV_IDS)}")
-    for flag, ok, allowed in [
-        ("total_timesteps", args.total_timesteps >= 1, ">= 1"),
-        ("learning_rate", args.learning_rate > 0, "> 0"),
-        ("local_num_envs", args.local_num_envs >= 1, ">= 1"),
-        ("num_actor_threads", args.num_actor_threads >= 1, ">= 1"),
-        ("num_steps", args.num_steps >= 1, ">= 1"),
-        ("num_minibatches", args.num_minibatches >= 1, ">= 1"),
-        ("gamma", 0 < args.gamma <= 1, "in (0, 1]"),
-        ("vtrace_lambda", 0 <= args.vtrace_lambda <= 1, "in [0, 1]"),
-        ("vtrace_rho_bar", args.vtrace_rho_bar > 0, "> 0"),
-        ("vtrace_pg_rho_bar", args.vtrace_pg_rho_bar > 0, "> 0"),
-        ("ent_coef", args.ent_coef >= 0, ">= 0"),
-        ("vf_coef", args.vf_coef > 0, "> 0"),
-        ("max_grad_norm", args.max_grad_norm > 0, "> 0"),
-        ("torch_threads", args.torch_threads >= 1, ">= 1"),
-        ("save_every", args.save_every >= 0, ">= 0 (0: no checkpoints)"),
-        ("eval_episodes", args.eval_episodes >= 1, ">= 1"),
-    ]:
-        if not ok:
-            usage_error(f"--{flag.replace('_', '-')} {getattr(args, flag)} is out of range: it must be {allowed}")
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    check(args.env_id in ATARI_ENV_IDS, f"--env-id {args.env_id}: use an Atari v5 id of envpool, e.g. Breakout-v5")
+    positive = ["total_timesteps", "learning_rate", "local_num_envs", "num_actor_threads", "num_steps"]
+    positive += ["num_minibatches", "vtrace_rho_bar", "vtrace_pg_rho_bar", "vf_coef", "max_grad_norm", "torch_threads"]
+    for name in [*positive, "eval_episodes"]:
+        check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} is out of range: must be > 0")
+    check(0 < args.gamma <= 1, f"--gamma {args.gamma} is out of range: it must be in (0, 1]")
+    check(0 <= args.vtrace_lambda <= 1, f"--vtrace-lambda {args.vtrace_lambda} is out of range: it must be in [0, 1]")
+    check(args.ent_coef >= 0, f"--ent-coef {args.ent_coef} is out of range: it must be >= 0")
+    check(args.save_every >= 0, f"--save-every {args.save_every} is out of range: it must be >= 0 (0: never)")
     if args.policy_lag is None:
         args.policy_lag = 0 if args.sync else 1
-    if args.policy_lag < 0 or (args.sync and args.policy_lag != 0):
-        usage_error(f"--policy-lag {args.policy_lag} is invalid here: use --sync alone, or --policy-lag K with K >= 0")
+    check(args.policy_lag >= 0 and not (args.sync and args.policy_lag), "use --sync alone, or --policy-lag K >= 0")
     args.sync = args.policy_lag == 0
-    if args.local_num_envs % args.num_actor_threads != 0:
-        usage_error(
-            f"--local-num-envs {args.local_num_envs} cannot be split across --num-actor-threads "
-            f"{args.num_actor_threads}; pick a multiple"
-        )
-    if args.local_num_envs % args.num_minibatches != 0:
-        usage_error(
-            f"the batch of --local-num-envs {args.local_num_envs} trajectories cannot be split into "
-            f"--num-minibatches {args.num_minibatches} (minibatches are whole env trajectories); pick a divisor"
-        )
-    if args.capture_video and not args.eval_only:
-        usage_error("--capture-video records a saved model playing: use it with --eval-only PATH")
+    check(args.local_num_envs % args.num_actor_threads == 0, "--local-num-envs must split across --num-actor-threads")
+    check(args.local_num_envs % args.num_minibatches == 0, "--local-num-envs must split into --num-minibatches")
+    check(args.eval_only or not args.capture_video, "--capture-video records a saved model: use it with --eval-only")
 
     # multi-learner: one process per learner under torchrun; gloo on CPU, NCCL on GPU (one GPU per process)
     distributed = "WORLD_SIZE" in os.environ
-    if distributed and args.eval_only:
-        usage_error("--eval-only runs in one process: start it with python, not torchrun")
+    check(not (distributed and args.eval_only), "--eval-only runs in one process: start it with python, not torchrun")
     use_cuda = torch.cuda.is_available() and args.cuda
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
     if use_cuda:
@@ -406,20 +327,11 @@ if __name__ == "__main__":
     args.batch_size = args.world_size * args.local_batch_size
     args.num_updates = max(1, args.total_timesteps // args.batch_size)
     num_seeds = max(args.world_size * args.local_num_envs, args.eval_episodes)  # env seeds: seed + env index
-    if not 0 <= args.seed <= 2**31 - num_seeds:
-        usage_error(f"--seed {args.seed} must be in [0, 2**31 - {num_seeds}] (int32)")
-    if checkpoint and checkpoint["args"]["world_size"] != args.world_size:
-        usage_error(
-            f"{args.resume} was written by {checkpoint['args']['world_size']} learner process(es), not "
-            f"{args.world_size}: resume it with as many (torchrun --nproc_per_node)"
-        )
-    run_name = (
-        checkpoint["run_name"] if checkpoint else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    )
-    if distributed and not checkpoint:  # every learner logs under rank 0's name
-        names = [run_name]
-        dist.broadcast_object_list(names, src=0)
-        run_name = names[0]
+    check(0 <= args.seed <= 2**31 - num_seeds, f"--seed {args.seed} must be in [0, 2**31 - {num_seeds}] (int32)")
+    same_world = not checkpoint or checkpoint["args"]["world_size"] == args.world_size
+    check(same_world, f"resume {args.resume} with as many learner processes as wrote it (torchrun --nproc_per_node)")
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"  # rank 0's is the one used
+    run_name = checkpoint["run_name"] if checkpoint else run_name
 
     # TRY NOT TO MODIFY: seeding (the same network seed on every learner, so they start identical)
     random.seed(args.seed)
@@ -433,22 +345,16 @@ if __name__ == "__main__":
     torch.backends.cudnn.benchmark = not args.deterministic
 
     if args.eval_only:  # play one game per env with a saved model, print the scores, and stop
-        saved = load_saved(args.eval_only, "--eval-only", ("model",))
         envs = make_atari(args.env_id, args.eval_episodes, args.seed)
         agent = Agent(envs.action_space.n).to(device)
         try:
             agent.load_state_dict(saved["model"])
-        except RuntimeError:
-            trained_on = saved["args"]["env_id"]
-            usage_error(f"the model in {args.eval_only} was trained on {trained_on}: pass --env-id {trained_on}")
+        except RuntimeError:  # another game's action count
+            usage_error(f"the model in {args.eval_only} was trained on {saved['args']['env_id']}: pass that --env-id")
         video_path = f"videos/{run_name}/episode_0.gif" if args.capture_video else None
         returns = evaluate(agent, envs, torch.Generator(device=device).manual_seed(args.seed), device, video_path)
-        print(
-            f"eval env_id={args.env_id} episodes={len(returns)} mean_return={returns.mean():.2f} "
-            f"std={returns.std():.2f} returns={returns.tolist()}"
-        )
-        if video_path:
-            print(f"video saved to {video_path}")
+        scores = f"mean_return={returns.mean():.2f} std={returns.std():.2f} returns={returns.tolist()}"
+        print(f"eval env_id={args.env_id} episodes={len(returns)} {scores}")
         sys.exit(0)
 
     writer = wandb_id = None
@@ -456,29 +362,17 @@ if __name__ == "__main__":
         if args.track:
             import wandb
 
-            wandb.init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                sync_tensorboard=True,
-                config=vars(args),
-                name=run_name,
-                save_code=True,
-                id=checkpoint["wandb_id"] if checkpoint else None,
-                resume="allow",
-            )
-            wandb_id = wandb.run.id
+            wandb_id = checkpoint["wandb_id"] if checkpoint else None  # a resumed run continues its wandb run
+            run = {"project": args.wandb_project_name, "entity": args.wandb_entity, "name": run_name, "id": wandb_id}
+            wandb_id = wandb.init(**run, sync_tensorboard=True, config=vars(args), save_code=True, resume="allow").id
         # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
         writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
-        )
+        table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
-    # env setup. Seed scheme: actor thread j of learner `rank` steps env pool p = rank * num_actor_threads + j,
-    # and env i of pool p gets seed env_seed + p * envs_per_pool + i (= env_seed + the env's global index), so
-    # no two envs of any thread or process share a seed. Its action sampler is seeded by SeedSequence([seed, p]).
-    # envpool cannot save its games: on resume the games in progress are lost and new ones start from env_seed
-    # derived from (seed, update), with each sampler's state at the start of the checkpoint's next rollout.
+    # env setup: actor thread j of learner `rank` steps env pool p = rank * num_actor_threads + j, whose env i gets
+    # seed env_seed + p * envs_per_pool + i (pool_seed): no two envs share a seed. Its sampler: SeedSequence([seed, p]).
+    # On resume the games in progress are lost (envpool cannot save them): env_seed is derived from (seed, update).
     first_update = checkpoint["iteration"] + 1 if checkpoint else 1
     env_seed = args.seed
     if checkpoint:
@@ -489,7 +383,7 @@ if __name__ == "__main__":
     generators = [torch.Generator(device=device) for _ in pool_indices]
     for j, (generator, p) in enumerate(zip(generators, pool_indices, strict=True)):
         generator.manual_seed(int(np.random.SeedSequence([args.seed, p]).generate_state(1)[0]))
-        if checkpoint:
+        if checkpoint:  # where the checkpoint's next rollout starts
             generator.set_state(checkpoint["actor_rng"][rank][j])
 
     agent = Agent(envs[0].action_space.n).to(device)
@@ -497,14 +391,10 @@ if __name__ == "__main__":
         for param in agent.parameters():
             dist.broadcast(param.data, src=0)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    # the parameters of every version an actor may still act with (version 0: the initial parameters)
-    versions = {0: {k: v.detach().clone() for k, v in agent.state_dict().items()}}
+    versions = {0: {k: v.detach().clone() for k, v in agent.state_dict().items()}}  # what an actor may still use
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    recent_returns = deque(maxlen=100)
-    num_episodes = 0
-    last_checkpoint = None
+    global_step, num_episodes, recent_returns, last_checkpoint = 0, 0, deque(maxlen=100), None
     if checkpoint:
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -519,200 +409,138 @@ if __name__ == "__main__":
     # Cleanba's architecture: each actor thread and the learner are joined by two queues of size 1
     param_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
     rollout_queues = [queue.Queue(maxsize=1) for _ in pool_indices]
-    threads = [
-        threading.Thread(
-            target=actor_thread,
-            args=(envs[j], copy.deepcopy(agent), dict(versions), param_queues[j], rollout_queues[j]),
-            kwargs={"generator": generators[j], "args": args, "device": device, "first_rollout": first_update - 1},
-            daemon=True,
-        )
-        for j in range(args.num_actor_threads)
-    ]
+    threads = []
+    for env, pq, rq, generator in zip(envs, param_queues, rollout_queues, generators, strict=True):
+        actor_args = (env, copy.deepcopy(agent), versions, pq, rq, generator, args, device, first_update - 1)
+        threads.append(threading.Thread(target=actor_thread, args=actor_args, daemon=True))
     start_step, start_time = global_step, time.time()
     last_print = start_time
     for thread in threads:
         thread.start()
-    atexit.register(stop_actors, threads, param_queues, rollout_queues)
 
     fetch_lag = min(args.policy_lag, 1)
     m = args.local_num_envs // args.num_minibatches  # trajectories per minibatch
-    for update in range(first_update, args.num_updates + 1):
-        # the rollout of each actor thread, in thread order: a fixed consumption order
-        wait_start = time.time()
-        rollouts = [q.get() for q in rollout_queues]
-        rollout_wait = time.time() - wait_start
-        for item in rollouts:
-            if isinstance(item, BaseException):
-                raise RuntimeError("an actor thread failed") from item
-        keys = ("obs", "actions", "logprobs", "rewards", "dones", "valid")
-        b = {k: torch.cat([ro[k] for ro in rollouts], dim=1) for k in keys}  # (T[+1], local_num_envs, ...)
-        actor_version = rollouts[0]["version"]
-        learner_version = update - 1  # the parameters this update starts from
-        global_step += args.batch_size
+    vtrace_coefs = {"lam": args.vtrace_lambda, "rho_bar": args.vtrace_rho_bar, "pg_rho_bar": args.vtrace_pg_rho_bar}
+    try:  # every exit (the end, a numerical fault, an error, Ctrl-C) stops the actor threads first (`finally`)
+        for update in range(first_update, args.num_updates + 1):
+            wait_start = time.time()
+            rollouts = [q.get() for q in rollout_queues]  # in thread order: a fixed consumption order
+            rollout_wait = time.time() - wait_start
+            if errors := [ro for ro in rollouts if isinstance(ro, BaseException)]:
+                raise RuntimeError("an actor thread failed") from errors[0]
+            keys = ("obs", "actions", "logprobs", "rewards", "dones", "valid")
+            b = {k: torch.cat([ro[k] for ro in rollouts], dim=1) for k in keys}  # (T[+1], local_num_envs, ...)
+            actor_version = rollouts[0]["version"]  # the learner starts from version update - 1
+            global_step += args.batch_size
 
-        if args.anneal_lr:
-            frac = 1.0 - (update - 1.0) / args.num_updates
-            optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            if args.anneal_lr:
+                frac = 1.0 - (update - 1.0) / args.num_updates
+                optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-        # ALGO LOGIC: one pass over the rollout in minibatches of whole trajectories, one gradient step each
-        logs = []
-        finite = torch.ones((), dtype=torch.bool, device=device)  # every minibatch's loss was finite
-        for start in range(0, args.local_num_envs, m):
-            cols = slice(start, start + m)
-            mb_obs = b["obs"][:, cols]  # (T + 1, m, 4, 84, 84)
-            logits, values = agent.get_logits_and_value(mb_obs.reshape((-1,) + mb_obs.shape[2:]))
-            logits = logits.view(args.num_steps + 1, m, -1)[:-1]
-            values = values.view(args.num_steps + 1, m)
-            logp_all = F.log_softmax(logits, dim=-1)
-            newlogprob = (logp_all * F.one_hot(b["actions"][:, cols], logp_all.shape[-1])).sum(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            logratio = newlogprob.detach() - b["logprobs"][:, cols]
-            discounts = args.gamma * (1.0 - b["dones"][:, cols])  # a done (lost life or game over) cuts bootstrap
-            with torch.no_grad():
-                vs, pg_advantages = vtrace(
-                    values.detach(),
-                    b["rewards"][:, cols],
-                    discounts,
-                    logratio,
-                    lam=args.vtrace_lambda,
-                    rho_bar=args.vtrace_rho_bar,
-                    pg_rho_bar=args.vtrace_pg_rho_bar,
-                )
-            w = b["valid"][:, cols]  # 0 on envpool's reset steps
-            n = w.sum().clamp(min=1)
-            pg_loss = -(pg_advantages * newlogprob * w).sum() / n
-            v_loss = 0.5 * (((values[:-1] - vs) ** 2) * w).sum() / n
-            entropy_loss = (entropy * w).sum() / n
-            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+            # ALGO LOGIC: one pass over the rollout in minibatches of whole trajectories, one gradient step each
+            logs = {key: [] for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "max_abs_logratio")}
+            finite = torch.ones((), device=device)  # 1: every minibatch's loss was finite
+            for start in range(0, args.local_num_envs, m):
+                mb = {k: v[:, start : start + m] for k, v in b.items()}  # obs: (T + 1, m, 4, 84, 84)
+                logits, values = agent.get_logits_and_value(mb["obs"])  # (T + 1, m, A), (T + 1, m)
+                logp_all = F.log_softmax(logits[:-1], dim=-1)
+                newlogprob = (logp_all * F.one_hot(mb["actions"], logp_all.shape[-1])).sum(-1)
+                entropy = -(logp_all.exp() * logp_all).sum(-1)
+                logratio = newlogprob.detach() - mb["logprobs"]
+                discounts = args.gamma * (1.0 - mb["dones"])  # a done (lost life or game over) cuts the bootstrap
+                vs, pg_advantages = vtrace(values.detach(), mb["rewards"], discounts, logratio, **vtrace_coefs)
+                w = mb["valid"]  # 0 on envpool's reset steps
+                n = w.sum().clamp(min=1)
+                pg_loss = -(pg_advantages * newlogprob * w).sum() / n
+                v_loss = 0.5 * (((values[:-1] - vs) ** 2) * w).sum() / n
+                entropy_loss = (entropy * w).sum() / n
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
-            optimizer.zero_grad()
-            loss.backward()
-            if distributed:  # average the gradients of all learners
-                grads = [p.grad for p in agent.parameters()]
-                flat = torch.cat([g.reshape(-1) for g in grads])
-                dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-                flat /= args.world_size
-                offset = 0
-                for g in grads:
-                    g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                    offset += g.numel()
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-            optimizer.step()
-            finite &= loss.isfinite()
+                optimizer.zero_grad()
+                loss.backward()
+                if distributed:  # average the gradients of all learners: one flat all_reduce
+                    grads = [p.grad for p in agent.parameters()]
+                    flat = torch.cat([g.reshape(-1) for g in grads])
+                    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+                    flat /= args.world_size
+                    for g, mean in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+                        g.copy_(mean.view_as(g))
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                finite *= loss.isfinite()
 
-            with torch.no_grad():
-                ratio = logratio.exp()
-                logs.append(
-                    [
-                        pg_loss.item(),
-                        v_loss.item(),
-                        entropy_loss.item(),
-                        ((((ratio - 1) - logratio) * w).sum() / n).item(),  # approx_kl(mu || pi)
-                        (logratio.abs() * w).max().item(),  # ~0 on the first minibatch of a --sync update
-                    ]
-                )
+                approx_kl = (((logratio.exp() - 1) - logratio) * w).sum() / n  # KL(mu || pi)
+                max_abs_logratio = (logratio.abs() * w).max()  # ~0 when on-policy
+                for key, value in zip(logs, (pg_loss, v_loss, entropy_loss, approx_kl, max_abs_logratio), strict=True):
+                    logs[key].append(value.item())
 
-        # numerical faults: the losses and the parameters, checked once per update before anything is sent or saved
-        finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
-        if distributed:  # a fault on any learner stops them all
-            finite = finite.float()
-            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-        if not finite.item():
-            if rank == 0:
-                print(
-                    f"error: non-finite loss or parameters at update {update}; stopped. Last good checkpoint: "
-                    f"{last_checkpoint or 'none (use --save-every)'}",
-                    file=sys.stderr,
-                )
-            sys.exit(1)
+            # numerical faults: the losses and the parameters, checked once per update before anything is sent or saved
+            finite *= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
+            if distributed:  # a fault on any learner stops them all
+                dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+            if not finite.item():
+                if rank != 0:  # rank 0 prints the line
+                    sys.exit(1)
+                fault_stop(update, last_checkpoint)
 
-        # hand the new version to the actors; a version no rollout will use is not sent
-        params = {k: v.detach().clone() for k, v in agent.state_dict().items()}
-        versions = {v: p for v, p in versions.items() if v >= update - args.policy_lag} | {update: params}
-        if update + fetch_lag <= args.num_updates - 1:
-            for q in param_queues:
-                q.put((update, params))
+            # hand the new version to the actors, with the older ones they may still act with (none unused is sent)
+            params = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+            versions = {v: p for v, p in versions.items() if v >= update - args.policy_lag} | {update: params}
+            if update + fetch_lag <= args.num_updates - 1:
+                for q in param_queues:
+                    q.put(versions)  # a new dict each update: the actors only read it
 
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        if writer is not None:
-            for ro in rollouts:
-                for episodic_return, episodic_length in ro["episodes"]:
+            # TRY NOT TO MODIFY: record rewards for plotting purposes
+            if writer is not None:
+                for episodic_return, episodic_length in (episode for ro in rollouts for episode in ro["episodes"]):
                     recent_returns.append(episodic_return)
                     num_episodes += 1
                     writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                     writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-            logs = np.array(logs)
-            sps = int((global_step - start_step) / (time.time() - start_time))
-            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/policy_loss", logs[:, 0].mean(), global_step)
-            writer.add_scalar("losses/value_loss", logs[:, 1].mean(), global_step)
-            writer.add_scalar("losses/entropy", logs[:, 2].mean(), global_step)
-            writer.add_scalar("losses/approx_kl", logs[:, 3].mean(), global_step)
-            writer.add_scalar("losses/first_minibatch_max_abs_logratio", logs[0, 4], global_step)
-            writer.add_scalar("charts/actor_policy_version", actor_version, global_step)
-            writer.add_scalar("charts/learner_policy_version", learner_version, global_step)
-            writer.add_scalar("charts/policy_version_lag", learner_version - actor_version, global_step)
-            writer.add_scalar("stats/rollout_queue_get_time", rollout_wait, global_step)
-            writer.add_scalar("stats/param_queue_get_time", sum(ro["param_wait"] for ro in rollouts), global_step)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            if not args.quiet and (time.time() - last_print > 10 or update == args.num_updates):
-                last_print = time.time()
-                eta = (args.num_updates - update) * (last_print - start_time) / (update - first_update + 1)
-                mean_return = np.mean(recent_returns) if recent_returns else float("nan")
-                print(
-                    f"update {update}/{args.num_updates} global_step={global_step} SPS={sps} "
-                    f"episodic_return(last {len(recent_returns)})={mean_return:.2f} ETA={eta:.0f}s",
-                    flush=True,
-                )
+                sps = int((global_step - start_step) / (time.time() - start_time))
+                for key in ("policy_loss", "value_loss", "entropy", "approx_kl"):
+                    writer.add_scalar(f"losses/{key}", np.mean(logs[key]), global_step)
+                writer.add_scalar("losses/first_minibatch_max_abs_logratio", logs["max_abs_logratio"][0], global_step)
+                writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+                writer.add_scalar("charts/actor_policy_version", actor_version, global_step)
+                writer.add_scalar("charts/learner_policy_version", update - 1, global_step)
+                writer.add_scalar("charts/policy_version_lag", update - 1 - actor_version, global_step)
+                writer.add_scalar("stats/rollout_queue_get_time", rollout_wait, global_step)
+                writer.add_scalar("stats/param_queue_get_time", sum(ro["param_wait"] for ro in rollouts), global_step)
+                writer.add_scalar("charts/SPS", sps, global_step)
+                if not args.quiet and (time.time() - last_print > 10 or update == args.num_updates):
+                    last_print = time.time()
+                    eta = (args.num_updates - update) * (last_print - start_time) / (update - first_update + 1)
+                    mean_return = np.mean(recent_returns) if recent_returns else float("nan")
+                    progress = f"update {update}/{args.num_updates} global_step={global_step} SPS={sps}"
+                    returns = f"episodic_return(last {len(recent_returns)})={mean_return:.2f}"
+                    print(f"{progress} {returns} ETA={eta:.0f}s", flush=True)
 
-        # checkpoint: the learner's state after this update and each actor's state at the start of its next rollout
-        # (carried by the rollout just used), so no thread needs to stop; one file, written by rank 0
-        if args.save_every and update % args.save_every == 0:
-            actor_rng = [[ro["rng"] for ro in rollouts]]
-            if distributed:
-                actor_rng = [None] * args.world_size
-                dist.all_gather_object(actor_rng, [ro["rng"] for ro in rollouts])
-            if rank == 0:
-                writer.flush()  # the logs up to this update survive a kill
-                last_checkpoint = f"runs/{run_name}/checkpoint.pt"
-                atomic_save(
-                    {
-                        "args": vars(args),
-                        "run_name": run_name,
-                        "iteration": update,
-                        "global_step": global_step,
-                        "model": agent.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "versions": versions,
-                        "actor_rng": actor_rng,
-                        "rng": rng_states(),
-                        "num_episodes": num_episodes,
-                        "recent_returns": list(recent_returns),
-                        "wandb_id": wandb_id,
-                    },
-                    last_checkpoint,
-                )
-
-    for thread in threads:
-        thread.join()
+            # checkpoint: the learner after this update and each actor's generator at the start of its next rollout
+            # (carried by the rollout just used), so no thread needs to stop; one file, written by rank 0
+            if args.save_every and update % args.save_every == 0:
+                actor_rng = [[ro["rng"] for ro in rollouts]] * args.world_size  # [rank][thread]
+                if distributed:
+                    dist.all_gather_object(actor_rng, actor_rng[rank])
+                if rank == 0:
+                    writer.flush()  # the logs up to this update survive a kill
+                    last_checkpoint = f"runs/{run_name}/checkpoint.pt"
+                    state = {"args": vars(args), "run_name": run_name, "iteration": update, "global_step": global_step}
+                    state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
+                    state |= {"actor_rng": actor_rng, "rng": rng_states(), "num_episodes": num_episodes}
+                    state |= {"recent_returns": list(recent_returns), "wandb_id": wandb_id}
+                    atomic_save(state, last_checkpoint)
+    finally:
+        stop_actors(threads, param_queues, rollout_queues)
     wall = time.time() - start_time
 
-    # every learner must end with the same parameters (the all_reduce keeps them in lockstep)
-    identical = True
-    if distributed:
-        flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()])
-        low, high = flat.clone(), flat.clone()
-        dist.all_reduce(low, op=dist.ReduceOp.MIN)
-        dist.all_reduce(high, op=dist.ReduceOp.MAX)
-        identical = bool(torch.equal(low, high))
-
+    hashes = [params_sha256(agent)] * args.world_size
+    if distributed:  # every learner must end bit-identical (the all_reduce keeps them in lockstep)
+        dist.all_gather_object(hashes, hashes[rank])
     if rank == 0:
-        print(
-            f"final global_step={global_step} SPS={(global_step - start_step) / wall:.1f} wall={wall:.1f}s "
-            f"episodes={num_episodes} learners={args.world_size} learners_identical={identical} "
-            f"params_sha256={params_sha256(agent)}",
-            flush=True,
-        )
+        speed = f"SPS={(global_step - start_step) / wall:.1f} wall={wall:.1f}s episodes={num_episodes}"
+        learners = f"learners={args.world_size} learners_identical={len(set(hashes)) == 1}"
+        print(f"final global_step={global_step} {speed} {learners} params_sha256={hashes[0]}", flush=True)
         if args.save_model:
             model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
             atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)

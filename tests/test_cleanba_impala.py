@@ -132,19 +132,20 @@ def version_params(agent, version):
 @pytest.mark.parametrize("resume_at", [0, 4])
 def test_actor_acts_with_parameters_exactly_lag_versions_old(lag, resume_at):
     """Rollout r is collected, every step of it, with version max(0, r - lag); the learner (emulated here exactly as
-    the script's loop does it) then updates from version r: after the first update the lag is `lag`. With
-    resume_at = k the actor starts at rollout k holding what a checkpoint after update k holds (versions
-    max(0, k - lag) .. k), as on --resume: it must use the same versions as the uninterrupted actor."""
+    the script's loop does it: after update u it sends its versions max(0, u - lag) .. u) then updates from version r:
+    after the first update the lag is `lag`. With resume_at = k the actor starts at rollout k holding what a
+    checkpoint after update k holds (versions max(0, k - lag) .. k), as on --resume: it must use the same versions as
+    the uninterrupted actor."""
     torch.manual_seed(0)
     num_updates, E, T = 7, 2, 3
     agent = Agent(num_actions=4)
     args = SimpleNamespace(local_num_envs=E, num_actor_threads=1, num_steps=T, policy_lag=lag, num_updates=num_updates)
     param_q, rollout_q = queue.Queue(maxsize=1), queue.Queue(maxsize=1)
     generator = torch.Generator().manual_seed(0)
-    history = {v: version_params(agent, v) for v in range(max(0, resume_at - lag), resume_at + 1)}
+    versions = {v: version_params(agent, v) for v in range(max(0, resume_at - lag), resume_at + 1)}
     thread = threading.Thread(
         target=actor_thread,
-        args=(ConstantAtari(E), agent, history, param_q, rollout_q, generator, args, "cpu", resume_at),
+        args=(ConstantAtari(E), agent, versions, param_q, rollout_q, generator, args, "cpu", resume_at),
         daemon=True,
     )
     thread.start()
@@ -160,8 +161,9 @@ def test_actor_acts_with_parameters_exactly_lag_versions_old(lag, resume_at):
         acting = {v for v in range(update) if matches[v].all()}
         assert acting == {rollout["version"]}, (update, acting, rollout["version"])
         used.append(rollout["version"])
+        versions = {v: p for v, p in versions.items() if v >= update - lag} | {update: version_params(agent, update)}
         if update + fetch_lag <= num_updates - 1:
-            param_q.put((update, version_params(agent, update)))
+            param_q.put(versions)
     thread.join(timeout=60)
     assert not thread.is_alive()
     learner_versions = list(range(resume_at, num_updates))  # update u starts from version u - 1
@@ -179,18 +181,18 @@ def test_rollouts_carry_the_generator_state_where_the_next_one_starts():
 
     def rollouts(generator, first_rollout):
         param_q, rollout_q = queue.Queue(maxsize=1), queue.Queue(maxsize=1)
-        history = {first_rollout: version_params(agent, 0)}
+        versions = {first_rollout: version_params(agent, 0)}
         out = []
         thread = threading.Thread(
             target=actor_thread,
-            args=(ConstantAtari(2), agent, history, param_q, rollout_q, generator, args, "cpu", first_rollout),
+            args=(ConstantAtari(2), agent, versions, param_q, rollout_q, generator, args, "cpu", first_rollout),
             daemon=True,
         )
         thread.start()
         for r in range(first_rollout, 2):
             out.append(rollout_q.get(timeout=60))
             if r == 0:
-                param_q.put((1, version_params(agent, 0)))
+                param_q.put({1: version_params(agent, 0)})
         thread.join(timeout=60)
         return out
 
