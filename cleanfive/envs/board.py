@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import envpool
 import numpy as np
 
 BOARD_ENV_IDS: tuple[str, ...] = ("ConnectFour-v1", "TicTacToe-v1")
@@ -220,6 +219,8 @@ class BoardTeamEnv:
         self.num_actions = a
         self.board_shape = (h, w)
         self.obs_shape = (3, h, w)
+        import envpool  # here, not at the top: importing it takes ~2 s, which the lane world and football need not pay
+
         self._env: Any = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
         self._arange = np.arange(num_envs)
         self._mover = np.zeros(num_envs, dtype=np.int64)
