@@ -2,6 +2,7 @@
 facts that cleanfive/envs/atari.py relies on, and end-to-end runs (single process, --sync, --policy-lag, torchrun)
 in subprocesses with tiny budgets."""
 
+import json
 import queue
 import re
 import socket
@@ -319,14 +320,81 @@ def scalars(run_dir):
     return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
+USER_ERRORS = [
+    (["--env-id", "CartPole-v1"], "Breakout-v5"),
+    (["--env-id", "Pong-v4"], "--env-id"),
+    (["--num-minibatches", "3"], "--num-minibatches"),
+    (["--num-actor-threads", "3"], "--num-actor-threads"),
+    (["--sync", "--policy-lag", "2"], "--policy-lag"),
+    (["--seed", "-1"], "--seed"),
+]
+# runs the script's __main__ once per case in ONE process (one interpreter start: the runs after the first take about
+# two seconds each), each case in its folder, and prints per case the exit code, stdout and stderr as JSON
+DRIVER = """
+import contextlib, io, json, os, runpy, sys, traceback
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+for cwd, flags in cases:
+    os.chdir(cwd)
+    sys.argv = [os.path.basename(script), *flags]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        except BaseException:
+            traceback.print_exc()
+            code = "exception"
+    print("RESULT " + json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+def drive(root, cases):
+    """Run `cases` ({name: flags}) in one driver process, each in the folder root/name: {name: (CompletedProcess,
+    folder)}."""
+    for name in cases:
+        (root / name).mkdir()
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(SCRIPT), json.dumps([[str(root / n), f] for n, f in cases.items()])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    results = [json.loads(line[7:]) for line in driver.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == len(cases), driver.stderr[-3000:]
+    return {
+        name: (subprocess.CompletedProcess(flags, code, out, err), root / name)
+        for (name, flags), (code, out, err) in zip(cases.items(), results, strict=True)
+    }
+
+
 @pytest.fixture(scope="module")
-def seeded_runs(tmp_path_factory):
+def driven(tmp_path_factory):
+    """Every single-process run and user error of this module, in two driver processes. Each driver's first run has
+    seed 1 (one saves its model, the other writes a checkpoint after every update): two fresh processes, whose
+    results must be bit-identical. {name: (CompletedProcess, folder)}, with the user errors as ("error", index)."""
+    out = drive(
+        tmp_path_factory.mktemp("driver_a"),
+        {
+            "seed1": [*TINY, "--seed", "1", "--save-model"],
+            "sync": [*TINY, "--sync"],
+            "lag2": [*TINY, "--policy-lag", "2"],
+            **{f"error{i}": [*TINY, *flags] for i, (flags, _) in enumerate(USER_ERRORS)},
+        },
+    )
+    cases = {"seed1_checkpoints": [*TINY, "--seed", "1", "--save-every", "1"], "seed2": [*TINY, "--seed", "2"]}
+    out |= drive(tmp_path_factory.mktemp("driver_b"), cases)
+    return out
+
+
+@pytest.fixture(scope="module")
+def seeded_runs(driven):
     """Two runs with seed 1 (the second writes a checkpoint after every update) and one with seed 2, each in its own
     directory: (stdout, scalars, run directory) each."""
     out = []
-    for seed, extra in [(1, ["--save-model"]), (1, ["--save-every", "1"]), (2, [])]:
-        tmp = tmp_path_factory.mktemp(f"seed{seed}")
-        result = run(tmp, *TINY, "--seed", str(seed), *extra)
+    for name in ["seed1", "seed1_checkpoints", "seed2"]:
+        result, tmp = driven[name]
         assert result.returncode == 0, result.stderr
         (run_dir,) = (tmp / "runs").iterdir()
         out.append((result.stdout, scalars(run_dir), run_dir))
@@ -376,12 +444,9 @@ def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(s
     assert tags_a["losses/value_loss"] != tags_c["losses/value_loss"]
 
 
-@pytest.mark.parametrize(
-    ("flags", "actor_versions", "lag"),
-    [(["--sync"], [0, 1, 2, 3], 0), (["--policy-lag", "2"], [0, 0, 0, 1], 2)],
-)
-def test_sync_and_policy_lag(tmp_path, flags, actor_versions, lag):
-    result = run(tmp_path, *TINY, *flags)
+@pytest.mark.parametrize(("name", "actor_versions", "lag"), [("sync", [0, 1, 2, 3], 0), ("lag2", [0, 0, 0, 1], 2)])
+def test_sync_and_policy_lag(driven, name, actor_versions, lag):
+    result, tmp_path = driven[name]
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     tags = scalars(run_dir)
@@ -409,20 +474,10 @@ def test_torchrun_two_learners_average_gradients(tmp_path):
     assert tags["charts/actor_policy_version"] == [0, 0]
 
 
-@pytest.mark.parametrize(
-    ("flags", "says"),
-    [
-        (["--env-id", "CartPole-v1"], "Breakout-v5"),
-        (["--env-id", "Pong-v4"], "--env-id"),
-        (["--num-minibatches", "3"], "--num-minibatches"),
-        (["--num-actor-threads", "3"], "--num-actor-threads"),
-        (["--sync", "--policy-lag", "2"], "--policy-lag"),
-        (["--seed", "-1"], "--seed"),
-    ],
-)
-def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
-    result = run(tmp_path, *TINY, *flags)
-    assert result.returncode == 2
+@pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
+def test_user_errors_exit_2_with_one_line(driven, case):
+    result, tmp_path = driven[f"error{case}"]
+    assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and USER_ERRORS[case][1] in lines[0], result.stderr
     assert not (tmp_path / "runs").exists()

@@ -1,7 +1,8 @@
 """cleanfive/ppo_action_guidance.py: the ε schedule at its boundaries, the task rewards and the distance to the enemy
-base against direct computation, the behaviour log-prob of the ε-greedy policy, and (in subprocesses, one JVM each)
-smoke runs of the three tasks, PLO leaving a policy bit-identical, --eval-only, resume after SIGKILL, the stop on
-non-finite parameters, and user errors."""
+base against direct computation, the behaviour log-prob of the ε-greedy policy, and (in one driver process, one JVM)
+smoke runs of the three tasks, PLO leaving a policy bit-identical, --eval-only and user errors; resume after SIGKILL
+and the stop on non-finite parameters (subprocesses of their own) are slow tests, covered by tests/test_reliability.py
+in the default run."""
 
 import hashlib
 import importlib.util
@@ -160,7 +161,7 @@ def test_guided_action_logprob_is_the_acting_policy():
     assert (from_main | from_aux).all() and from_main.sum() > 10 and from_aux.sum() > 10
 
 
-# ---------------------------------------------------------------- the script, in subprocesses (one JVM each)
+# ---------------------------------------------------------------- the script, in subprocesses
 
 needs_java = pytest.mark.skipif(
     shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None,
@@ -233,10 +234,97 @@ def scalar_tags(tmp_path):
     return run_dir, events
 
 
+USER_ERRORS = [
+    (["--num-minibatches", "3"], "--num-minibatches"),
+    (["--learning-rate", "0"], "--learning-rate 0.0 is out of range"),
+    (["--gamma", "1.5"], "--gamma"),
+    (["--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--clip-coef", "0"], "--clip-coef"),
+    (["--num-envs", "0"], "--num-envs"),
+    (["--total-timesteps", "0"], "--total-timesteps"),
+    (["--epsilon-end", "1.5"], "--epsilon-end"),
+    (["--strategy", "sparse", "--shift", "0.1"], "--shift only applies"),
+    (["--map-path", "maps/nowhere.xml"], "not found"),
+    (["--map-path", "maps/NoWhereToRun9x8.xml"], "even sides"),
+    (["--resume", "missing.pt"], "cannot use --resume missing.pt"),
+    (["--resume", "corrupt.pt"], "cannot use --resume corrupt.pt"),
+    (["--resume", "wrong_size.cleanfive_model"], "holds no"),  # a saved model is no checkpoint
+    (["--eval-only", "missing.cleanfive_model"], "cannot use --eval-only"),
+    (["--eval-only", "other_script.cleanfive_model"], "of this script"),
+    (["--eval-only", "wrong_size.cleanfive_model"], "does not fit"),
+    (["--capture-video"], "xvfb-run"),
+]
+# the smoke runs of the three tasks (then --eval-only on the first one's model), each in a folder of its own
+RUNS = {
+    "attack": [
+        *TINY, "--task", "LearnToAttack", "--strategy", "short-adaptation", "--save-model",
+        "--eval-games", "1", "--eval-bots", "randomAI", "passiveAI", "--league-games", "1",
+    ],
+    "eval_only": ["--eval-only", "GLOB:../attack/runs/*/ppo_action_guidance.cleanfive_model", "--num-envs", "2"],
+    "plo": [*TINY, "--task", "ProduceCombatUnits", "--strategy", "short-adaptation", "--plo", "--save-model"],
+    "shaped": [*TINY, "--task", "DefeatRandomEnemy", "--strategy", "shaped", "--save-model"],
+}  # fmt: skip
+# runs the script's __main__ once per case in ONE process (one interpreter start, one JVM: the runs after the first
+# take about a second each), each case in its folder, and prints per case the exit code, stdout and stderr as JSON;
+# "GLOB:pattern" in a flag is replaced by the first file the pattern matches (a file that a previous case wrote)
+DRIVER = """
+import contextlib, glob, io, json, os, runpy, sys, traceback
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+for cwd, flags in cases:
+    os.chdir(cwd)
+    flags = [(sorted(glob.glob(f[5:])) or [f[5:]])[0] if f.startswith("GLOB:") else f for f in flags]
+    sys.argv = [os.path.basename(script), *flags]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        except BaseException:
+            traceback.print_exc()
+            code = "exception"
+    print("RESULT " + json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory):
+    """Every run and user error of this module in one driver process: {name: (CompletedProcess, folder)}, with the
+    user errors as {("error", index): ...}."""
+    root = tmp_path_factory.mktemp("driven")
+    folder = root / "errors"
+    folder.mkdir()
+    (folder / "corrupt.pt").write_bytes(b"not a checkpoint")
+    args = {"task": "LearnToAttack", "map_path": "maps/10x10/basesWorkers10x10.xml", "max_steps": 100}
+    args |= {"strategy": "sparse", "epsilon_end": 0.0}
+    other = {"strategy": "masking", "reward_weight": (0, 1, 0, 0, 0, 0)}  # ppo_gridnet_masked.py's Args
+    torch.save({"script": "ppo_gridnet_masked.py", "args": other, "model": {}}, folder / "other_script.cleanfive_model")
+    model = {"script": "ppo_action_guidance.py", "args": args, "model": initial_agents(4).state_dict()}
+    torch.save(model, folder / "wrong_size.cleanfive_model")
+    cases = {name: (root / name, flags) for name, flags in RUNS.items()}
+    cases |= {("error", i): (folder, TINY + flags) for i, (flags, _) in enumerate(USER_ERRORS)}
+    for path, _ in cases.values():
+        path.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(SCRIPT), json.dumps([[str(p), f] for p, f in cases.values()])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    results = [json.loads(line[7:]) for line in driver.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == len(cases), driver.stderr[-3000:]
+    return {
+        name: (subprocess.CompletedProcess(flags, code, out, err), path)
+        for (name, (path, flags)), (code, out, err) in zip(cases.items(), results, strict=True)
+    }
+
+
 @needs_java
-def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(tmp_path):
-    league = ["--eval-games", "1", "--eval-bots", "randomAI", "passiveAI", "--league-games", "1"]
-    result = run(tmp_path, *TINY, "--task", "LearnToAttack", "--strategy", "short-adaptation", "--save-model", *league)
+def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(driven):
+    result, tmp_path = driven["attack"]
     fields = summary_of(result)
     run_dir, events = scalar_tags(tmp_path)
     assert run_dir.name.startswith("basesWorkers4x4__ppo_action_guidance__1__")
@@ -274,18 +362,18 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(tmp
     assert saved["args"]["task"] == "LearnToAttack" and saved["args"]["epsilon_end"] == 0.0
     assert not unchanged(saved["model"], "0.") and not unchanged(saved["model"], "1.")  # both learned
     # --eval-only: the task and strategy come from the model, nothing is trained
-    result = run(tmp_path, "--eval-only", str(run_dir / "ppo_action_guidance.cleanfive_model"), "--num-envs", "2")
+    result, _ = driven["eval_only"]
     fields = summary_of(result)
     assert "update " not in result.stdout and fields["task"] == "LearnToAttack" and fields["episodes"] == "0"
     assert float(fields["eval_sparse_return"]) >= 0
 
 
 @needs_java
-def test_produce_combat_units_plo_leaves_the_main_policy_bit_identical(tmp_path):
+def test_produce_combat_units_plo_leaves_the_main_policy_bit_identical(driven):
     # 100-frame games cannot produce a combat unit (a barracks alone takes longer to build): R_M is 0 throughout,
     # so PLO skips every update of the main policy; the auxiliary policy harvests (R_A1 > 0) and learns
-    flags = ["--task", "ProduceCombatUnits", "--strategy", "short-adaptation", "--plo", "--save-model"]
-    fields = summary_of(run(tmp_path, *TINY, *flags))
+    result, tmp_path = driven["plo"]
+    fields = summary_of(result)
     assert fields["plo_skips_main"] == "2" and int(fields["plo_skips_aux"]) < 2
     assert float(fields["sparse_return"]) == 0 and float(fields["shaped_return"]) > 0
     run_dir, events = scalar_tags(tmp_path)
@@ -296,9 +384,9 @@ def test_produce_combat_units_plo_leaves_the_main_policy_bit_identical(tmp_path)
 
 
 @needs_java
-def test_defeat_random_enemy_shaped_baseline_trains_the_auxiliary_policy_only(tmp_path):
-    flags = ["--task", "DefeatRandomEnemy", "--strategy", "shaped", "--save-model"]
-    fields = summary_of(run(tmp_path, *TINY, *flags))
+def test_defeat_random_enemy_shaped_baseline_trains_the_auxiliary_policy_only(driven):
+    result, tmp_path = driven["shaped"]
+    fields = summary_of(result)
     assert fields["plo_skips_main"] == fields["plo_skips_aux"] == "0"
     run_dir, events = scalar_tags(tmp_path)
     tags = set(events.Tags()["scalars"])
@@ -309,8 +397,12 @@ def test_defeat_random_enemy_shaped_baseline_trains_the_auxiliary_policy_only(tm
     assert unchanged(model, "0.") and not unchanged(model, "1.")
 
 
+@pytest.mark.slow
 @needs_java
 def test_resume_after_sigkill_continues_the_same_run(tmp_path):
+    """Slow: tests/test_reliability.py::test_sigkill_then_resume_loses_no_update[ppo_action_guidance] covers resume
+    after SIGKILL in the default run (same run name, no update lost or repeated); this one adds that the other
+    flags are ignored on --resume and the checkpoint's keys."""
     flags = [*TINY, "--total-timesteps", "1536", "--strategy", "sparse", "--save-every", "2"]  # 6 updates
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), *flags], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -335,8 +427,12 @@ def test_resume_after_sigkill_continues_the_same_run(tmp_path):
     assert steps == sorted(steps) and steps[-1] == 1536 and len(steps) == 6
 
 
+@pytest.mark.slow
 @needs_java
 def test_absurd_learning_rate_stops_with_one_line_and_exit_1(tmp_path):
+    """Slow: tests/test_reliability.py::test_numerical_fault_stops_with_one_line_and_keeps_the_last_good_checkpoint
+    [ppo_action_guidance] covers the stop on non-finite parameters (one line, exit 1) in the default run; this one
+    adds the fault at update 1, with no checkpoint to name."""
     result = run(tmp_path, *TINY, "--learning-rate", "1e12")
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
@@ -346,73 +442,13 @@ def test_absurd_learning_rate_stops_with_one_line_and_exit_1(tmp_path):
     )
 
 
-USER_ERRORS = [
-    (["--num-minibatches", "3"], "--num-minibatches"),
-    (["--learning-rate", "0"], "--learning-rate 0.0 is out of range"),
-    (["--gamma", "1.5"], "--gamma"),
-    (["--gae-lambda", "1.5"], "--gae-lambda"),
-    (["--clip-coef", "0"], "--clip-coef"),
-    (["--num-envs", "0"], "--num-envs"),
-    (["--total-timesteps", "0"], "--total-timesteps"),
-    (["--epsilon-end", "1.5"], "--epsilon-end"),
-    (["--strategy", "sparse", "--shift", "0.1"], "--shift only applies"),
-    (["--map-path", "maps/nowhere.xml"], "not found"),
-    (["--map-path", "maps/NoWhereToRun9x8.xml"], "even sides"),
-    (["--resume", "missing.pt"], "cannot use --resume missing.pt"),
-    (["--resume", "corrupt.pt"], "cannot use --resume corrupt.pt"),
-    (["--resume", "wrong_size.cleanfive_model"], "holds no"),  # a saved model is no checkpoint
-    (["--eval-only", "missing.cleanfive_model"], "cannot use --eval-only"),
-    (["--eval-only", "other_script.cleanfive_model"], "of this script"),
-    (["--eval-only", "wrong_size.cleanfive_model"], "does not fit"),
-    (["--capture-video"], "xvfb-run"),
-]
-# runs the script's __main__ once per case in ONE process (one interpreter start, one JVM), printing per case
-# the exit code and the stderr lines as JSON
-DRIVER = """
-import contextlib, io, json, runpy, sys
-for flags in json.loads(sys.argv[1]):
-    sys.argv = ["ppo_action_guidance.py", *flags]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(SCRIPT, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-    print(json.dumps([code, err.getvalue()]), flush=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def user_error_results(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("errors")
-    (folder / "corrupt.pt").write_bytes(b"not a checkpoint")
-    args = {"task": "LearnToAttack", "map_path": "maps/10x10/basesWorkers10x10.xml", "max_steps": 100}
-    args |= {"strategy": "sparse", "epsilon_end": 0.0}
-    other = {"strategy": "masking", "reward_weight": (0, 1, 0, 0, 0, 0)}  # ppo_gridnet_masked.py's Args
-    torch.save({"script": "ppo_gridnet_masked.py", "args": other, "model": {}}, folder / "other_script.cleanfive_model")
-    model = {"script": "ppo_action_guidance.py", "args": args, "model": initial_agents(4).state_dict()}
-    torch.save(model, folder / "wrong_size.cleanfive_model")
-    cases = [TINY + flags for flags, _ in USER_ERRORS]
-    driver = DRIVER.replace("SCRIPT", repr(str(SCRIPT)))
-    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
-    result = subprocess.run(
-        [sys.executable, "-c", driver, json.dumps(cases)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
 @needs_java
 @pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
-def test_user_errors_exit_2_with_one_line(user_error_results, case):
-    code, stderr = user_error_results[case]
-    lines = stderr.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and lines[0].startswith("error: ")
+def test_user_errors_exit_2_with_one_line(driven, case):
+    result, _ = driven["error", case]
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and lines[0].startswith("error: "), result.stderr
 
 
 def test_missing_java_exits_2_with_install_hint(tmp_path):

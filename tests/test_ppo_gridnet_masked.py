@@ -1,5 +1,5 @@
 """cleanfive/ppo_gridnet_masked.py: the masked Gridnet distribution against direct computation, the invalid-action
-statistics, the network, and (in subprocesses, one JVM each) smoke runs and user errors."""
+statistics, the network, and (in one driver process, one JVM) smoke runs, --eval-only and user errors."""
 
 import hashlib
 import importlib.util
@@ -195,9 +195,76 @@ def scalar_tags_and_summary(tmp_path, result):
     return run_dir, set(events.Tags()["scalars"]), {k: v for k, v in fields.items() if k != "strategy"}
 
 
+USER_ERRORS = [
+    (["--invalid-penalty", "-0.1"], "--strategy penalty"),
+    (["--strategy", "penalty"], "--invalid-penalty"),
+    (["--strategy", "penalty", "--invalid-penalty", "0.5"], "<= 0"),
+    (["--num-minibatches", "3"], "--num-minibatches"),
+    (["--map-path", "maps/nowhere.xml"], "not found"),
+    (["--map-path", "maps/NoWhereToRun9x8.xml"], "even sides"),
+    (["--bots", "noSuchBot"], "coacAI"),
+    (["--eval-bots", "noSuchBot"], "coacAI"),
+    (["--num-selfplay-envs", "3"], "even"),
+    (["--clip-coef", "0"], "--clip-coef"),
+    (["--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--num-selfplay-envs", "0", "--num-bot-envs", "0"], "at least one env"),
+]
+# the smoke runs (then --eval-only on the masking run's model), each in a folder of its own
+RUNS = {
+    "masking": [*TINY, "--save-model"],
+    "eval_only": [*TINY, "--eval-only", "GLOB:../masking/runs/*/ppo_gridnet_masked.cleanfive_model"],
+    "penalty": [*TINY, "--strategy", "penalty", "--invalid-penalty", "-0.1", "--eval-games", "0"],
+}
+# runs the script's __main__ once per case in ONE process (one interpreter start, one JVM: the runs after the first
+# take about a second each), each case in its folder, and prints per case the exit code, stdout and stderr as JSON;
+# "GLOB:pattern" in a flag is replaced by the first file the pattern matches (a file that a previous case wrote)
+DRIVER = """
+import contextlib, glob, io, json, os, runpy, sys, traceback
+script, cases = sys.argv[1], json.loads(sys.argv[2])
+for cwd, flags in cases:
+    os.chdir(cwd)
+    flags = [(sorted(glob.glob(f[5:])) or [f[5:]])[0] if f.startswith("GLOB:") else f for f in flags]
+    sys.argv = [os.path.basename(script), *flags]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        except BaseException:
+            traceback.print_exc()
+            code = "exception"
+    print("RESULT " + json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory):
+    """Every run and user error of this module in one driver process: {name: (CompletedProcess, folder)}, with the
+    user errors as {("error", index): ...}."""
+    root = tmp_path_factory.mktemp("driven")
+    cases = {name: (root / name, flags) for name, flags in RUNS.items()}
+    cases |= {("error", i): (root / "errors", TINY + flags) for i, (flags, _) in enumerate(USER_ERRORS)}
+    for path, _ in cases.values():
+        path.mkdir(exist_ok=True)
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(SCRIPT), json.dumps([[str(p), f] for p, f in cases.values()])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    results = [json.loads(line[7:]) for line in driver.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == len(cases), driver.stderr[-3000:]
+    return {
+        name: (subprocess.CompletedProcess(flags, code, out, err), path)
+        for (name, (path, flags)), (code, out, err) in zip(cases.items(), results, strict=True)
+    }
+
+
 @needs_java
-def test_tiny_masking_run_metrics_league_save_and_eval_mode(tmp_path):
-    result = run(tmp_path, *TINY, "--save-model")
+def test_tiny_masking_run_metrics_league_save_and_eval_mode(driven):
+    result, tmp_path = driven["masking"]
     run_dir, tags, fields = scalar_tags_and_summary(tmp_path, result)
     for tag in [
         "charts/episodic_return",
@@ -225,70 +292,26 @@ def test_tiny_masking_run_metrics_league_save_and_eval_mode(tmp_path):
         digest.update(value.numpy().tobytes())
     assert result.stdout.splitlines()[-1] == f"params_sha256={digest.hexdigest()}"
     # evaluation mode: reload the model and only evaluate
-    result = run(tmp_path, *TINY, "--eval-only", str(run_dir / "ppo_gridnet_masked.cleanfive_model"))
+    result, _ = driven["eval_only"]
     assert result.returncode == 0, result.stderr
     assert "summary " in result.stdout and "update " not in result.stdout and "league bot=" in result.stdout
 
 
 @needs_java
-def test_tiny_penalty_run_counts_invalid_actions(tmp_path):
-    result = run(tmp_path, *TINY, "--strategy", "penalty", "--invalid-penalty", "-0.1", "--eval-games", "0")
+def test_tiny_penalty_run_counts_invalid_actions(driven):
+    result, tmp_path = driven["penalty"]
     _, tags, fields = scalar_tags_and_summary(tmp_path, result)
     assert "invalid/invalid" in tags and not any(t.startswith("league/") for t in tags)
     assert float(fields["invalid"]) > 0 and float(fields["a_null"]) > 0
 
 
-USER_ERRORS = [
-    (["--invalid-penalty", "-0.1"], "--strategy penalty"),
-    (["--strategy", "penalty"], "--invalid-penalty"),
-    (["--strategy", "penalty", "--invalid-penalty", "0.5"], "<= 0"),
-    (["--num-minibatches", "3"], "--num-minibatches"),
-    (["--map-path", "maps/nowhere.xml"], "not found"),
-    (["--map-path", "maps/NoWhereToRun9x8.xml"], "even sides"),
-    (["--bots", "noSuchBot"], "coacAI"),
-    (["--eval-bots", "noSuchBot"], "coacAI"),
-    (["--num-selfplay-envs", "3"], "even"),
-    (["--clip-coef", "0"], "--clip-coef"),
-    (["--gae-lambda", "1.5"], "--gae-lambda"),
-    (["--num-selfplay-envs", "0", "--num-bot-envs", "0"], "at least one env"),
-]
-# runs the script's __main__ once per case in ONE process (one interpreter start, one JVM), printing per case
-# the exit code and the stderr lines as JSON
-DRIVER = """
-import contextlib, io, json, runpy, sys
-for flags in json.loads(sys.argv[1]):
-    sys.argv = ["ppo_gridnet_masked.py", *flags]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(SCRIPT, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-    print(json.dumps([code, err.getvalue()]), flush=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def user_error_results(tmp_path_factory):
-    cases = [TINY + flags for flags, _ in USER_ERRORS]
-    driver = DRIVER.replace("SCRIPT", repr(str(SCRIPT)))
-    result = subprocess.run(
-        [sys.executable, "-c", driver, json.dumps(cases)],
-        cwd=tmp_path_factory.mktemp("errors"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [json.loads(line) for line in result.stdout.splitlines()]
-
-
 @needs_java
 @pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
-def test_user_errors_exit_2_with_one_line(user_error_results, case):
-    code, stderr = user_error_results[case]
-    lines = stderr.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and lines[0].startswith("error: ")
+def test_user_errors_exit_2_with_one_line(driven, case):
+    result, _ = driven["error", case]
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and lines[0].startswith("error: "), result.stderr
 
 
 def test_missing_java_exits_2_with_install_hint(tmp_path):
