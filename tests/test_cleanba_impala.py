@@ -2,7 +2,6 @@
 facts that cleanfive/envs/atari.py relies on, and end-to-end runs (single process, --sync, --policy-lag, torchrun)
 in subprocesses with tiny budgets."""
 
-import json
 import queue
 import re
 import socket
@@ -16,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.cleanba_impala import Agent, actor_thread, stop_actors, vtrace
@@ -328,45 +328,11 @@ USER_ERRORS = [
     (["--sync", "--policy-lag", "2"], "--policy-lag"),
     (["--seed", "-1"], "--seed"),
 ]
-# runs the script's __main__ once per case in ONE process (one interpreter start: the runs after the first take about
-# two seconds each), each case in its folder, and prints per case the exit code, stdout and stderr as JSON
-DRIVER = """
-import contextlib, io, json, os, runpy, sys, traceback
-script, cases = sys.argv[1], json.loads(sys.argv[2])
-for cwd, flags in cases:
-    os.chdir(cwd)
-    sys.argv = [os.path.basename(script), *flags]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except BaseException:
-            traceback.print_exc()
-            code = "exception"
-    print("RESULT " + json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
-"""
 
 
-def drive(root, cases):
-    """Run `cases` ({name: flags}) in one driver process, each in the folder root/name: {name: (CompletedProcess,
-    folder)}."""
-    for name in cases:
-        (root / name).mkdir()
-    driver = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(SCRIPT), json.dumps([[str(root / n), f] for n, f in cases.items()])],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    results = [json.loads(line[7:]) for line in driver.stdout.splitlines() if line.startswith("RESULT ")]
-    assert len(results) == len(cases), driver.stderr[-3000:]
-    return {
-        name: (subprocess.CompletedProcess(flags, code, out, err), root / name)
-        for (name, flags), (code, out, err) in zip(cases.items(), results, strict=True)
-    }
+def drive_in(root, cases):
+    """Run `cases` ({name: flags}) in one driver process, each in the folder root/name."""
+    return drive(SCRIPT, {name: (root / name, flags) for name, flags in cases.items()})
 
 
 @pytest.fixture(scope="module")
@@ -374,7 +340,7 @@ def driven(tmp_path_factory):
     """Every single-process run and user error of this module, in two driver processes. Each driver's first run has
     seed 1 (one saves its model, the other writes a checkpoint after every update): two fresh processes, whose
     results must be bit-identical. {name: (CompletedProcess, folder)}, with the user errors as ("error", index)."""
-    out = drive(
+    out = drive_in(
         tmp_path_factory.mktemp("driver_a"),
         {
             "seed1": [*TINY, "--seed", "1", "--save-model"],
@@ -384,7 +350,7 @@ def driven(tmp_path_factory):
         },
     )
     cases = {"seed1_checkpoints": [*TINY, "--seed", "1", "--save-every", "1"], "seed2": [*TINY, "--seed", "2"]}
-    out |= drive(tmp_path_factory.mktemp("driver_b"), cases)
+    out |= drive_in(tmp_path_factory.mktemp("driver_b"), cases)
     return out
 
 

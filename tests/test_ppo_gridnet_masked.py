@@ -3,7 +3,6 @@ statistics, the network, and (in one driver process, one JVM) smoke runs, --eval
 
 import hashlib
 import importlib.util
-import json
 import math
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.microrts import ACTION_DIMS, MASK_SIZE, NUM_PLANES
@@ -215,28 +215,6 @@ RUNS = {
     "eval_only": [*TINY, "--eval-only", "GLOB:../masking/runs/*/ppo_gridnet_masked.cleanfive_model"],
     "penalty": [*TINY, "--strategy", "penalty", "--invalid-penalty", "-0.1", "--eval-games", "0"],
 }
-# runs the script's __main__ once per case in ONE process (one interpreter start, one JVM: the runs after the first
-# take about a second each), each case in its folder, and prints per case the exit code, stdout and stderr as JSON;
-# "GLOB:pattern" in a flag is replaced by the first file the pattern matches (a file that a previous case wrote)
-DRIVER = """
-import contextlib, glob, io, json, os, runpy, sys, traceback
-script, cases = sys.argv[1], json.loads(sys.argv[2])
-for cwd, flags in cases:
-    os.chdir(cwd)
-    flags = [(sorted(glob.glob(f[5:])) or [f[5:]])[0] if f.startswith("GLOB:") else f for f in flags]
-    sys.argv = [os.path.basename(script), *flags]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except BaseException:
-            traceback.print_exc()
-            code = "exception"
-    print("RESULT " + json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +224,7 @@ def driven(tmp_path_factory):
     root = tmp_path_factory.mktemp("driven")
     cases = {name: (root / name, flags) for name, flags in RUNS.items()}
     cases |= {("error", i): (root / "errors", TINY + flags) for i, (flags, _) in enumerate(USER_ERRORS)}
-    for path, _ in cases.values():
-        path.mkdir(exist_ok=True)
-    driver = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(SCRIPT), json.dumps([[str(p), f] for p, f in cases.values()])],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    results = [json.loads(line[7:]) for line in driver.stdout.splitlines() if line.startswith("RESULT ")]
-    assert len(results) == len(cases), driver.stderr[-3000:]
-    return {
-        name: (subprocess.CompletedProcess(flags, code, out, err), path)
-        for (name, (path, flags)), (code, out, err) in zip(cases.items(), results, strict=True)
-    }
+    return drive(SCRIPT, cases)
 
 
 @needs_java
