@@ -7,7 +7,6 @@ starts the work of every selected test of this module at once, three at a time, 
 """
 
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,33 +257,6 @@ ERROR_CASES = (
     "out of range 1",
     "--capture-video without a display",
 )
-# runs a script's __main__ once per case in ONE interpreter (imports are most of a failing run's cost) and prints, per
-# case, the exit code and everything written to file descriptor 2 (stderr, C-level output included) as JSON
-DRIVER = """
-import json, os, runpy, sys, tempfile, traceback
-script, cases = sys.argv[1], json.loads(sys.argv[2])
-results = []
-for flags in cases:
-    sys.argv = [script, *flags]
-    with tempfile.TemporaryFile("w+") as err:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(err.fileno(), 2)
-        try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except BaseException:
-            traceback.print_exc()
-            code = None
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        err.seek(0)
-        results.append([code, err.read()])
-print(json.dumps(results))
-"""
 # scripts whose world needs something the machine may lack: every case of theirs is skipped without it
 UNAVAILABLE = {
     "ppo_gridnet_masked": "Java runtime or the microrts extra not installed"
@@ -364,20 +337,9 @@ def errors_job(key, tmp):
     name = key[1]
     cases = [c for c in ERROR_CASES if not error_skip(name, c) and c != "missing extra"]
     flags = {case: bad_input(name, case, tmp) for case in cases}
-    driver = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(script_path(name)), json.dumps([flags[c][0] for c in cases])],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""},
-    )
-    assert driver.returncode == 0, driver.stderr[-3000:]
-    results = json.loads(driver.stdout.splitlines()[-1])
-    return {
-        case: (subprocess.CompletedProcess(case, code, "", err), flags[case][2])
-        for case, (code, err) in zip(cases, results, strict=True)
-    }
+    env = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}
+    results = drive(script_path(name), {case: (tmp, flags[case][0]) for case in cases}, env=env)
+    return {case: (results[case][0], flags[case][2]) for case in cases}
 
 
 def extra_job(key, tmp):
