@@ -424,11 +424,8 @@ if __name__ == "__main__":
     check(0 < args.gamma < 1, f"--horizon-seconds {args.horizon_seconds} must exceed a step ({envs.seconds_per_step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
     args.num_sequences = E * S * (args.num_steps // args.bptt_len)
-    check(
-        args.num_sequences % args.num_minibatches == 0,
-        f"{args.num_sequences} team sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
-        f"cannot be split into --num-minibatches {args.num_minibatches}; pick a divisor",
-    )
+    split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
+    check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     references = args.references or envs.bot_names
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
@@ -436,10 +433,8 @@ if __name__ == "__main__":
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
-        check(
-            component in score_weights,
-            f"--score-weights {item}: {args.env_id}'s components are {', '.join(envs.score_names)}",
-        )
+        known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
+        check(component in score_weights, f"--score-weights {item}: {known}")
         try:
             score_weights[component] = float(value)
         except ValueError:
@@ -834,33 +829,18 @@ if __name__ == "__main__":
 
         # checkpoint: everything the next update depends on
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
-            state = {
-                "args": vars(args),
-                "run_name": run_name,
-                "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "grad_sq": grad_sq,
-                "grad_steps": grad_steps,
-                "versions": versions,
-                "return_moments": (return_mean, return_var, return_count),
-                "evaluator": evaluator.state_dict(),
-                "pool": pool.state_dict(),
-                "past_agents": [past.state_dict() for past in past_agents],
-                "rng": rng_states(),
-                "generator": rng.bit_generator.state,
-            }
+            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
+            state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
+            state |= {"return_moments": (return_mean, return_var, return_count), "pool": pool.state_dict()}
+            state |= {"past_agents": [past.state_dict() for past in past_agents]}
+            state |= {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
             if hasattr(envs, "state_dict"):  # the world and the games in progress
                 state["world"] = envs.state_dict()
                 state |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
                 state |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
-                state |= {
-                    "discounted_return": discounted_return,
-                    "game_scores": game_scores,
-                    "learner_side": learner_side,
-                }
-                state |= {"opponent_kind": opponent_kind, "opponent_index": opponent_index}
+                state |= {"game_scores": game_scores, "learner_side": learner_side, "opponent_kind": opponent_kind}
+                state |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
             writer.flush()  # everything logged up to this update is on disk with the checkpoint
             atomic_save(state, checkpoint_path)
             last_checkpoint = checkpoint_path
