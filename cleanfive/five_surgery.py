@@ -1,5 +1,6 @@
 # docs and experiment results: docs/five_surgery.md (mkdocs site: `uv run --all-extras mkdocs serve`)
 import copy
+import hashlib
 import os
 import random
 import sys
@@ -42,18 +43,18 @@ class Args:
     save_every: int = 20
     """write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)"""
     resume: str | None = None
-    """continue from a checkpoint (its `Args` are used, other flags ignored; the operated network is not operated
-    again, but its --checkpoint must still be readable); the lane world resumes bit for bit, the other worlds
-    restart the games in progress with fresh seeds"""
+    """continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit,
+    the other worlds restart the games in progress with fresh seeds"""
     eval_only: str | None = None
-    """rate a model saved by `--save-model` (or a checkpoint) against every reference, print the results and exit"""
+    """rate a model saved by `--save-model` (or a checkpoint) against every reference in the world it was trained
+    for, print the results and exit"""
     quiet: bool = False
     """if toggled, no progress line is printed"""
 
     # Algorithm specific arguments
     checkpoint: str | None = None
     """the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its pool is
-    operated too), or of this script's"""
+    operated too), or of this script's; a resumed run does not operate again, but reads it"""
     env_id: str = "Moba5v5-v1"
     """the world to continue training in: the checkpoint's world or a later version of it"""
     total_timesteps: int = 3_000_000
@@ -94,6 +95,8 @@ class Args:
     """OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+    policy_lag: int = 0
+    """staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)"""
     norm_obs: bool = True
     """normalise observations by running mean and std, clipped to +-5"""
     norm_reward: bool = True
@@ -120,6 +123,9 @@ class Args:
     """add the current policy to the past-opponent pool every this many updates"""
     quality_lr: float = 0.01
     """eta of the quality-score update q_i -= eta / (N p_i)"""
+    bot_fraction: float = 0.0
+    """fraction of the other games played against the reference bots at the start, annealed linearly to 0: a
+    curriculum that is not part of OpenAI Five's recipe (0: self-play only)"""
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
     references: tuple[str, ...] = ()
@@ -176,16 +182,81 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
+# the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
+LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
+CHECKPOINT_KEYS += ("return_moments", "evaluator", "pool", "past_agents", "rng", "generator")
+
+
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
+# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def numerical_fault_line(iteration: int, last_good: str | None) -> str:
-    """The one line a diverged run stops with (exit code 1), naming the last checkpoint written before the fault."""
-    good = last_good or "none (use --save-every)"
-    return f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}"
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        usage_error(message)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("script") != os.path.basename(__file__):
+            raise ValueError(f"it was written by {saved.get('script')}")
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
+    return saved
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def rng_states() -> dict:
+    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def set_rng_states(states: dict) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
+    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
+    good = last_checkpoint or "none (use --save-every)"
+    print(
+        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
+def params_sha256(model: nn.Module) -> str:
+    """A hash of every parameter and buffer in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# END OF RUN MANAGEMENT
 
 
 def update_moments(mean, var, count, batch):
@@ -271,11 +342,9 @@ class Agent(nn.Module):
         hidden, lstm_state = self.get_states(x, lstm_state, done)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
-        probs = torch.distributions.Categorical(logits=logits, validate_args=False)  # faults: see the NaN check
-        if action is None:
-            if not probs.logits.isfinite().all():  # a diverged network can first show here, on new observations
-                raise FloatingPointError("non-finite policy logits")
-            action = probs.sample()
+        probs = torch.distributions.Categorical(logits=logits, validate_args=False)
+        if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
+            action = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False).sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
@@ -285,22 +354,27 @@ def agent_from_state(state):
     Models of ppo_lstm_selfplay.py have no `input_index`: they read every observation column of their world.
     """
     state = {"input_index": torch.arange(len(state["obs_mean"])), **state}
-    agent = Agent(
-        len(state["input_index"]),
-        len(state["actor.bias"]),
-        len(state["hero_embedding.weight"]),
-        len(state["encoder.2.bias"]),
-        dense_size=len(state["encoder.0.bias"]),
-        lstm_size=state["lstm.weight_hh_l0"].shape[1],
-    )
+    sizes = [len(state[key]) for key in ("input_index", "actor.bias", "hero_embedding.weight", "encoder.2.bias")]
+    agent = Agent(*sizes, dense_size=len(state["encoder.0.bias"]), lstm_size=state["lstm.weight_hh_l0"].shape[1])
     agent.load_state_dict(state)
     return agent
 
 
+def load_trained(path: str, flag: str) -> tuple[dict, str, Agent]:
+    """The file to operate on (of ppo_lstm_selfplay.py, with or without its "script" key, or of this script), its
+    world and its network, or one line and exit code 2."""
+    try:
+        trained = torch.load(path, map_location="cpu", weights_only=False)
+        if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
+            raise ValueError(f"it was written by {trained['script']}")
+        return trained, trained["args"]["env_id"], agent_from_state(trained["model"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a model of ppo_lstm_selfplay.py or of this script")
+
+
 # Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the same
 # logits and value (all but the LSTM widening exactly, up to float32 round-off)
-
-
 def fold_inputs(state, columns, values):
     """Remove the inputs of world columns `columns`, constant at raw `values`: B' = B + W[:, i] x_i, column i dropped.
 
@@ -352,17 +426,13 @@ def widen_lstm(state, extra, scale, generator):
     changes by a little that grows with `scale` (scale 0 is exact but leaves the new units identical)."""
     state = dict(state)
     size = state["lstm.weight_hh_l0"].shape[1]
-
-    def noise(*shape):
-        return scale * torch.randn(*shape, generator=generator)
-
     for name in ("lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"):
         gates = state[name].reshape(4, size, -1)  # PyTorch's gate blocks i, f, g, o
-        gates = torch.cat([gates, noise(4, extra, gates.shape[2]).to(gates)], 1)
+        gates = torch.cat([gates, scale * torch.randn(4, extra, gates.shape[2], generator=generator).to(gates)], 1)
         state[name] = gates.reshape(4 * (size + extra), *state[name].shape[1:])
     for name in ("lstm.weight_hh_l0", "actor.weight", "critic.weight"):  # inputs from the new units
         w = state[name]
-        state[name] = torch.cat([w, noise(len(w), extra).to(w)], 1)
+        state[name] = torch.cat([w, scale * torch.randn(len(w), extra, generator=generator).to(w)], 1)
     return state
 
 
@@ -399,9 +469,22 @@ def compare(unoperated, operated, recorded, device):
     return (new_logits - logits).abs().max().item(), (new_value - value).abs().max().item()
 
 
-def new_action_share(iteration, args):
-    """Share of new games with the new actions: 0 during the learning-rate-0 phase, then up to 1 in anneal_updates."""
-    return float(np.clip((iteration - args.lr0_updates) / max(args.anneal_updates, 1), 0.0, 1.0))
+def zero_state(agent, batch_size, device):
+    """The LSTM state ((1, B, H), (1, B, H)) of `batch_size` heroes at the start of their games."""
+    return tuple(torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device) for _ in range(2))
+
+
+def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
+    """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
+    against itself, else the heroes of the learner's side)."""
+    side = np.repeat(np.arange(num_sides), num_heroes)  # the side of each hero of a game
+    return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
+
+
+def to_sequences(x, bptt_len):
+    """(T, P, ...) -> (bptt_len, T // bptt_len * P, ...): the rollout cut into BPTT sequences, sequence = (chunk,
+    player); the N heroes of a team are consecutive, team sequence j holds player sequences j * N to j * N + N - 1"""
+    return x.reshape((-1, bptt_len) + x.shape[1:]).transpose(0, 1).reshape((bptt_len, -1) + x.shape[2:])
 
 
 def shape_rewards(scores, weights, is_win, time, tau, args):
@@ -419,41 +502,59 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     return parts[0] + decay[:, None, None] * parts[1]
 
 
-def load_file(path, flag):
-    """A checkpoint or a saved model as a dict, or one clear line and exit code 2."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(saved, dict) or not {"args", "model"} <= saved.keys():
-            raise ValueError("not a cleanfive file")
-    except Exception as error:
-        usage_error(f"cannot read {flag} {path} ({error}); pass a file written by --save-every or --save-model")
-    return saved
+def play_references(agent, args, evaluator, names, device, rng, video_path=None):
+    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
 
-
-def zero_state(agent, batch_size, device):
-    return (
-        torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device),
-        torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device),
-    )
-
-
-def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0, video_path=None):
-    """Scores (num_games,) of `agent` against `opponent`, a scripted bot's name or another Agent: 1 win, 0.5 draw,
-    0 loss, the agent on side e % 2 of game e. Actions from index `num_actions` on are masked (new actions off).
-
-    With `record_steps`, plays only that many steps and returns their observations (T, E * 2 * N, *obs_shape) and
-    done flags (T, E * 2 * N) (scores of unfinished games stay NaN). With `video_path`, game 0 is saved as a GIF
-    (every 4th step).
+    Returns {reference: (wins, draws, losses) as fractions}. With `video_path`, game 0 against the first reference
+    is saved as a GIF (every 4th step).
     """
+    env = make_team_env(args.env_id, args.eval_games, int(rng.integers(2**31)), args.num_heroes)
+    E, N = args.eval_games, args.num_heroes
+    rows = np.arange(E)
+    results = {}
+    for name in names:
+        obs, info = env.reset()
+        frames, step = [], 0
+        agent_side = rows % 2  # the agent plays each side in half of the games
+        state = zero_state(agent, E * N, device)
+        done = torch.zeros(E * N, device=device)
+        scores = np.full(E, np.nan)
+        while np.isnan(scores).any():
+            with torch.no_grad():
+                x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
+                mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, mask)
+            actions = np.zeros((E, 2, N), dtype=np.int64)
+            actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
+            actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, rng)
+            if video_path and name == names[0] and np.isnan(scores[0]) and step % 4 == 0:
+                frames.append(Image.fromarray(env.render(0)))
+            step += 1
+            obs, _, next_done, info = env.step(actions)
+            finished = info["game_over"] & np.isnan(scores)
+            scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
+            done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
+        if frames:
+            os.makedirs(os.path.dirname(video_path), exist_ok=True)
+            frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
+        evaluator.update_many(name, scores)
+        results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
+    return results
+
+
+def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
+    """Scores (num_games,) of `agent` against `opponent` (another Agent): 1 win, 0.5 draw, 0 loss, the agent on side
+    e % 2 of game e. Actions from index `num_actions` on are masked (new actions off). With `record_steps`, plays only
+    that many steps and also returns their observations (T, E * 2 * N, *obs_shape) and done flags (T, E * 2 * N)."""
     env = make_team_env(args.env_id, num_games, int(rng.integers(2**31)), args.num_heroes)
     E, N = num_games, args.num_heroes
     rows = np.arange(E)
     players = [(agent, rows % 2), (opponent, 1 - rows % 2)]  # each plays both sides, in half of the games each
-    states = [None if isinstance(player, str) else zero_state(player, E * N, device) for player, _ in players]
+    states = [zero_state(player, E * N, device) for player, _ in players]
     obs, info = env.reset()
     done = np.zeros(E, dtype=bool)
     scores = np.full(E, np.nan)
-    recorded, frames, step = [], [], 0
+    recorded = []
     while np.isnan(scores).any() and (record_steps == 0 or len(recorded) < record_steps):
         if record_steps:
             recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N)))
@@ -461,9 +562,6 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
         legal[..., num_actions:] = False
         actions = np.zeros((E, 2, N), dtype=np.int64)
         for i, (player, side) in enumerate(players):
-            if isinstance(player, str):
-                actions[rows, side] = env.bot_actions(player, obs, info, side, rng)
-                continue
             with torch.no_grad():
                 x = torch.as_tensor(obs[rows, side], device=device).flatten(0, 1)
                 # an unoperated policy has fewer actions: it sees the first ones of the mask
@@ -471,151 +569,102 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
                 player_done = torch.as_tensor(np.repeat(done, N), dtype=torch.float32, device=device)
                 action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, mask)
             actions[rows, side] = action.cpu().numpy().reshape(E, N)
-        if video_path and np.isnan(scores[0]) and step % 4 == 0:
-            frames.append(Image.fromarray(env.render(0)))
-        step += 1
         obs, _, done, info = env.step(actions)
         finished = info["game_over"] & np.isnan(scores)
         scores[finished] = (info["outcome"][finished, rows[finished] % 2] + 1) / 2
-    if frames:
-        os.makedirs(os.path.dirname(video_path), exist_ok=True)
-        frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
     recorded = [torch.as_tensor(np.stack(x), dtype=torch.float32, device=device) for x in zip(*recorded, strict=True)]
     return scores, recorded
 
 
-def play_references(agent, args, evaluator, names, device, rng, video_path=None):
-    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
+def legal_actions(mask, new_actions_on, num_old_actions, device):
+    """The world's action mask (E, 2, N, A) as (P, A), the new actions masked in the games without them (surgery)."""
+    mask = mask.copy()
+    mask[..., num_old_actions:] &= new_actions_on[:, None, None, None]
+    return torch.as_tensor(mask.reshape(-1, mask.shape[-1]), device=device)
 
-    Returns {reference: (wins, draws, losses) as fractions}. With `video_path`, game 0 against the first reference
-    is saved as a GIF (every 4th step).
-    """
-    results = {}
-    for name in names:
-        video = video_path if name == names[0] else None
-        scores, _ = play_games(agent, name, args.eval_games, agent.actor.out_features, args, device, rng, 0, video)
-        evaluator.update_many(name, scores)
-        results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
-    return results
+
+def new_action_share(iteration, args):
+    """Share of new games with the new actions: 0 during the learning-rate-0 phase, then up to 1 in anneal_updates."""
+    return float(np.clip((iteration - args.lr0_updates) / max(args.anneal_updates, 1), 0.0, 1.0))
 
 
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
-    checkpoint = load_file(args.resume, "--resume") if args.resume else None
-    env_seed = args.seed
-    if checkpoint is not None:
-        if not {"run_name", "iteration", "global_step"} <= checkpoint.keys() or checkpoint["args"].keys() - vars(args):
-            usage_error(f"--resume {args.resume} is not a checkpoint of this script; pass a file of its --save-every")
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
-        # worlds that cannot save their state restart their games with a seed of their own for this update
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    env_seed = args.seed  # on resume, worlds that cannot save their state restart their games with a seed of their own
+    if checkpoint:
         env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
-    model_flag = "--eval-only" if args.eval_only else "--checkpoint"
-    if args.eval_only:  # the model is rated as it is, in its own world: the surgery flags do not apply
-        saved = load_file(args.eval_only, "--eval-only")
-        args.checkpoint, args.env_id = args.eval_only, saved["args"].get("env_id", args.env_id)
+    if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
+        args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
         args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
-    for flag, ok, allowed in (
-        ("total-timesteps", args.total_timesteps > 0, "> 0"),
-        ("learning-rate", args.learning_rate > 0, "> 0"),
-        ("num-envs", args.num_envs > 0, "> 0"),
-        ("num-steps", args.num_steps > 0, "> 0"),
-        ("bptt-len", args.bptt_len > 0, "> 0"),
-        ("horizon-seconds", args.horizon_seconds > 0, "> 0"),
-        ("gae-lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
-        ("num-minibatches", args.num_minibatches > 0, "> 0"),
-        ("update-epochs", args.update_epochs > 0, "> 0"),
-        ("clip-coef", args.clip_coef > 0, "> 0"),
-        ("team-spirit-start", 0 <= args.team_spirit_start <= 1, "in [0, 1]"),
-        ("team-spirit-end", 0 <= args.team_spirit_end <= 1, "in [0, 1]"),
-        ("time-decay", 0 < args.time_decay <= 1, "in (0, 1]"),
-        ("past-fraction", 0 <= args.past_fraction <= 1, "in [0, 1]"),
-        ("pool-every", args.pool_every > 0, "> 0"),
-        ("eval-every", args.eval_every > 0, "> 0"),
-        ("eval-games", args.eval_games > 0, "> 0"),
-        ("save-every", args.save_every >= 0, ">= 0"),
-        ("widen-dense", args.widen_dense >= 0, ">= 0"),
-        ("widen-lstm", args.widen_lstm >= 0, ">= 0"),
-        ("lstm-scales", len(args.lstm_scales) > 0 and min(args.lstm_scales) >= 0, "one or more values >= 0"),
-        ("lr0-updates", args.lr0_updates >= 0, ">= 0"),
-        ("anneal-updates", args.anneal_updates >= 0, ">= 0"),
-        ("verify-games", args.verify_games > 0, "> 0"),
-        ("verify-steps", args.verify_steps > 0, "> 0"),
-        ("parity-games", args.parity_games > 0, "> 0"),
-        ("parity-tolerance", 0 <= args.parity_tolerance <= 0.5, "in [0, 0.5]"),
-    ):
-        if not ok:
-            usage_error(f"--{flag} {getattr(args, flag.replace('-', '_'))} is out of range: it must be {allowed}")
+    positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
+    positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
+    positive += ("verify_games", "verify_steps", "parity_games")
+    for name in positive:
+        check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
+        check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
+    check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
+    for name in ("widen_dense", "widen_lstm", "lr0_updates", "anneal_updates"):
+        check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
+    check(len(args.lstm_scales) > 0 and min(args.lstm_scales) >= 0, "--lstm-scales must be one or more values >= 0")
+    check(0 <= args.parity_tolerance <= 0.5, f"--parity-tolerance {args.parity_tolerance} must be in [0, 0.5]")
+    check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
+    check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
     # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
-    if args.checkpoint is None:
-        usage_error("--checkpoint is required: a model written by ppo_lstm_selfplay.py --save-model or --save-every")
-    trained = load_file(args.checkpoint, model_flag)
+    check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
+    trained, old_env_id, unoperated = load_trained(args.checkpoint, "--eval-only" if saved else "--checkpoint")
+    (old_world, _, old_version), (new_world, _, new_version) = old_env_id.rpartition("-v"), args.env_id.rpartition("-v")
+    same_world = old_world == new_world and new_version >= old_version
+    check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
+    args.num_heroes = unoperated.num_heroes
     try:
-        old_env_id, unoperated = trained["args"]["env_id"], agent_from_state(trained["model"])
-    except Exception as error:  # a file of another script: keys or shapes that are not this Agent's
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        usage_error(f"{model_flag} {args.checkpoint} is no model of ppo_lstm_selfplay.py or this script ({reason})")
-    old_world, _, old_version = old_env_id.rpartition("-v")
-    new_world, _, new_version = args.env_id.rpartition("-v")
-    if old_world != new_world or new_version < old_version:
-        usage_error(f"the checkpoint was trained on {old_env_id}; --env-id {args.env_id} is not it or a later version")
-    try:
-        envs = make_team_env(args.env_id, args.num_envs, env_seed, unoperated.num_heroes)
-        old_env = make_team_env(old_env_id, 1, args.seed, unoperated.num_heroes)
+        envs = make_team_env(args.env_id, args.num_envs, env_seed, args.num_heroes)
+        old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
-    if args.capture_video and not hasattr(envs, "render"):
-        usage_error(f"--capture-video: {args.env_id} does not render; drop the flag or pick a world that does")
-    # a later version appends its observation features and its actions (cleanfive/envs/moba.py), so the old ones keep
-    # their indices
-    old_obs_size, old_A = int(np.prod(old_env.obs_shape)), old_env.num_actions
-    if unoperated.input_index.max() >= old_obs_size or unoperated.actor.out_features != old_A:
-        usage_error(f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
+    check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    obs_size = int(np.prod(envs.obs_shape))
-    if args.add_inputs and obs_size == old_obs_size:
-        usage_error(f"--add-inputs: {args.env_id} has no inputs beyond those of {old_env_id}; drop the flag")
-    if args.add_actions and A == old_A:
-        usage_error(f"--add-actions: {args.env_id} has no actions beyond those of {old_env_id}; drop the flag")
-    if A > old_A and not args.add_actions:
-        usage_error(f"{args.env_id} has {A - old_A} more actions than {old_env_id}: pass --add-actions")
-    if missing := sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist())):
-        usage_error(f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
+    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
+    obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
+    fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
+    check(fits, f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
+    check(not args.add_inputs or obs_size > old_obs_size, f"--add-inputs: {args.env_id} adds no inputs; drop the flag")
+    check(not args.add_actions or A > old_A, f"--add-actions: {args.env_id} has no new actions; drop the flag")
+    check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
+    missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
+    check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
     args.num_heroes = N
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
-    if not 0 < args.gamma < 1:
-        usage_error(f"--horizon-seconds {args.horizon_seconds} must exceed one step ({envs.seconds_per_step} s)")
-    if args.num_steps % args.bptt_len != 0:
-        usage_error(f"--num-steps {args.num_steps} must be a multiple of --bptt-len {args.bptt_len}")
+    check(0 < args.gamma < 1, f"--horizon-seconds {args.horizon_seconds} must exceed a step ({envs.seconds_per_step}s)")
+    check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
     args.num_sequences = E * S * (args.num_steps // args.bptt_len)
-    if args.num_sequences % args.num_minibatches != 0:
-        usage_error(
-            f"{args.num_sequences} team sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
-            f"cannot be split into --num-minibatches {args.num_minibatches}; pick a divisor"
-        )
+    split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
+    check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     references = args.references or envs.bot_names
-    if unknown := [name for name in references if name not in envs.bot_names]:
-        usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
-    if len(set(references)) < 2:
-        usage_error("--references needs at least two different bots: they are rated by games among themselves")
+    unknown = [name for name in references if name not in envs.bot_names]
+    check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
+    check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
-        if component not in score_weights:
-            usage_error(f"--score-weights {item}: {args.env_id}'s components are {', '.join(envs.score_names)}")
+        known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
+        check(component in score_weights, f"--score-weights {item}: {known}")
         try:
             score_weights[component] = float(value)
         except ValueError:
             score_weights[component] = float("nan")
-        if not np.isfinite(score_weights[component]):
-            usage_error(f"--score-weights {item}: give each weight as name=number")
+        check(np.isfinite(score_weights[component]), f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if checkpoint is not None:
-        run_name = checkpoint["run_name"]
+    run_name = checkpoint["run_name"] if checkpoint else run_name
     if args.track:
         import wandb
 
@@ -649,7 +698,7 @@ if __name__ == "__main__":
     is_win = np.array([name == "win" for name in envs.score_names])
 
     unoperated = unoperated.to(device).eval()
-    if args.eval_only or checkpoint is not None:  # a model to rate as it is, or an operated run to resume
+    if saved or checkpoint:  # a model to rate as it is, or an operated run to resume
         agent = agent_from_state((checkpoint or trained)["model"]).to(device)
     else:
         # model surgery (Appendix B). A batch of recorded observations: the unoperated policy against itself in the
@@ -658,8 +707,8 @@ if __name__ == "__main__":
         seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
         fold_values = seen[0, list(args.fold_inputs)]
         varies = (seen[:, list(args.fold_inputs)] != fold_values).any(0).tolist()
-        if varying := [c for c, v in zip(args.fold_inputs, varies, strict=True) if v]:
-            usage_error(f"--fold-inputs {varying} vary in the recorded games; only constant inputs can be folded")
+        varying = [c for c, v in zip(args.fold_inputs, varies, strict=True) if v]
+        check(not varying, f"--fold-inputs {varying} vary in the recorded games; only constant inputs can be folded")
         new_columns = torch.arange(old_obs_size, obs_size if args.add_inputs else old_obs_size)
         new_mean = seen[:, new_columns].mean(0)
         new_var = ((seen[:, new_columns] - new_mean) ** 2).mean(0)
@@ -689,11 +738,7 @@ if __name__ == "__main__":
             if parity:
                 break
         if lstm_scale == 0 and max(delta_logits, delta_value) > args.verify_tolerance:
-            print(
-                f"error: surgery changed the policy beyond --verify-tolerance {args.verify_tolerance:g}",
-                file=sys.stderr,
-            )
-            sys.exit(1)
+            sys.exit(f"error: surgery changed the policy beyond --verify-tolerance {args.verify_tolerance:g}")
         writer.add_scalar("surgery/max_delta_logits", delta_logits, 0)
         writer.add_scalar("surgery/max_delta_value", delta_value, 0)
         writer.add_scalar("surgery/parity_score", scores.mean(), 0)
@@ -701,6 +746,9 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
     grad_steps = 0
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
+    actor = copy.deepcopy(agent) if args.policy_lag else agent
 
     # the fixed reference pool, rated once by games among the references, the first pinned at mu = 0 (Appendix J)
     if checkpoint is None:
@@ -715,7 +763,7 @@ if __name__ == "__main__":
     evaluator = ReferenceEvaluator(ratings)
     print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
-    if args.eval_only:
+    if saved:
         video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
         results = play_references(agent.eval(), args, evaluator, list(references), device, rng, video_path)
         for name, (win, draw, loss) in results.items():
@@ -740,8 +788,9 @@ if __name__ == "__main__":
             past_agents.append(operated.eval())
             pool_delta = max(pool_delta, *compare(past, operated, recorded, device))
         print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
-    num_past_slots = round(args.past_fraction * E)
-    opponent = np.full(E, -1)  # per game: -1 = latest policy on both sides, else the pool index of the past version
+    num_past_slots = round(args.past_fraction * E)  # games 0 .. num_past_slots - 1 may face past versions
+    opponent_kind = np.full(E, LATEST)
+    opponent_index = np.zeros(E, dtype=np.int64)  # PAST: the version's index in the pool; BOT: in `references`
     learner_side = np.zeros(E, dtype=np.int64)
 
     # ALGO Logic: Storage setup
@@ -759,8 +808,8 @@ if __name__ == "__main__":
     chunk_c = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
     # reward scaling: running variance of each hero's discounted return
     discounted_return = np.zeros((E, S, N))
-    return_var, return_count = torch.ones(()), torch.tensor(1e-4)
-    return_mean = torch.zeros(())
+    return_mean, return_var, return_count = torch.zeros(()), torch.ones(()), torch.tensor(1e-4)
+    game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -768,42 +817,19 @@ if __name__ == "__main__":
     # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B); elsewhere
     # they are masked, and the operated policy plays exactly as the unoperated one
     new_actions_on = rng.random(E) < new_action_share(1, args)
-
-    def legal_actions(mask):
-        mask = mask.copy()
-        mask[..., old_A:] &= new_actions_on[:, None, None, None]
-        return torch.as_tensor(mask.reshape(P, A), device=device)
-
     next_obs_np, info = envs.reset()
     next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
-    next_mask = legal_actions(info["action_mask"])
+    next_mask = legal_actions(info["action_mask"], new_actions_on, old_A, device)
     next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
     next_done = torch.zeros(P).to(device)
     next_lstm_state = zero_state(agent, P, device)
-    side_of_player = np.tile(np.repeat(np.arange(S), N), E)
-    env_of_player = np.repeat(np.arange(E), S * N)
-
-    def learner_rows():
-        """Per hero: the past version driving it (-1: none), and whether the latest policy drives it."""
-        player_opponent = opponent[env_of_player]
-        return player_opponent, (player_opponent < 0) | (side_of_player == learner_side[env_of_player])
-
-    game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
-
-    start_iteration, checkpoint_path, last_good = 0, f"runs/{run_name}/checkpoint.pt", args.resume
-
-    def numerical_fault_hook(kind, error, traceback):
-        """A network that diverged can first show when it samples (rollout or evaluation): the same one line."""
-        if not issubclass(kind, FloatingPointError):
-            return sys.__excepthook__(kind, error, traceback)
-        print(numerical_fault_line(globals().get("iteration", start_iteration), last_good), file=sys.stderr)
-
-    sys.excepthook = numerical_fault_hook
-    if checkpoint is not None:  # everything that decides what comes next, as it was after update `iteration`
+    start_iteration, checkpoint_path, last_checkpoint = 0, f"runs/{run_name}/checkpoint.pt", args.resume
+    if checkpoint:  # everything that decides what comes next, as it was after update `iteration`
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
+        versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
         return_mean, return_var, return_count = checkpoint["return_moments"]
         evaluator.load_state_dict(checkpoint["evaluator"])
         pool.load_state_dict(checkpoint["pool"])
@@ -812,16 +838,19 @@ if __name__ == "__main__":
             past_agents[-1].load_state_dict(state)
         if "world" in checkpoint:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(checkpoint["world"])
-            next_obs, next_mask, next_acting, next_done = (x.to(device) for x in checkpoint["next"][:4])
-            next_lstm_state = tuple(x.to(device) for x in checkpoint["next"][4])
-            discounted_return, game_scores, opponent, learner_side, new_actions_on = checkpoint["games"]
-        random.setstate(checkpoint["rng"][0])
-        np.random.set_state(checkpoint["rng"][1])
-        torch.set_rng_state(checkpoint["rng"][2])
-        rng.bit_generator.state = checkpoint["rng"][3]
+            next_obs_np, info = checkpoint["next_obs_np"], checkpoint["info"]
+            next_obs, next_mask, next_acting, next_done = (
+                checkpoint[k].to(device) for k in ("next_obs", "next_mask", "next_acting", "next_done")
+            )
+            next_lstm_state = tuple(x.to(device) for x in checkpoint["next_lstm_state"])
+            discounted_return, game_scores = checkpoint["discounted_return"], checkpoint["game_scores"]
+            opponent_kind, opponent_index = checkpoint["opponent_kind"], checkpoint["opponent_index"]
+            learner_side, new_actions_on = checkpoint["learner_side"], checkpoint["new_actions_on"]
+        set_rng_states(checkpoint["rng"])
+        rng.bit_generator.state = checkpoint["generator"]
         print(f"resumed from {args.resume} at update {start_iteration} (global_step {global_step})")
     start_step = global_step
-    player_opponent, is_learner_np = learner_rows()
+    is_learner = learner_rows(opponent_kind, learner_side, S, N)
 
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
         frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -830,7 +859,9 @@ if __name__ == "__main__":
         share = new_action_share(iteration, args)
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
-        finished = []  # rows of (opponent, learner outcome, game length, team scores...) of games ended in this rollout
+        finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
+        if args.policy_lag:
+            actor.load_state_dict(versions[0])
 
         for step in range(0, args.num_steps):
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
@@ -841,17 +872,18 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            learner[step] = torch.as_tensor(is_learner_np, dtype=torch.float32, device=device)
+            learner[step] = torch.as_tensor(is_learner, dtype=torch.float32, device=device)
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 prev_state = next_lstm_state
-                action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
+                action, logprob, _, value, next_lstm_state = actor.get_action_and_value(
                     next_obs, prev_state, next_done, next_mask
                 )
                 values[step] = value.flatten()
-                for k in np.unique(opponent[opponent >= 0]):  # past versions drive their side of their games
-                    rows = torch.as_tensor(np.flatnonzero((player_opponent == k) & ~is_learner_np), device=device)
+                for k in np.unique(opponent_index[opponent_kind == PAST]):  # past versions drive their side
+                    vs_k = (opponent_kind == PAST) & (opponent_index == k)
+                    rows = torch.as_tensor(np.flatnonzero(np.repeat(vs_k, S * N) & ~is_learner), device=device)
                     past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
@@ -860,6 +892,12 @@ if __name__ == "__main__":
                     )
                     action[rows] = past_action
                     next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
+                # reference bots drive their side, the last reference first (the order of their random draws)
+                for b in np.unique(opponent_index[opponent_kind == BOT])[::-1]:
+                    games = np.flatnonzero((opponent_kind == BOT) & (opponent_index == b))
+                    bot = envs.bot_actions(references[b], next_obs_np, info, 1 - learner_side, rng)[games]
+                    rows = ((games * S + 1 - learner_side[games])[:, None] * N + np.arange(N)).reshape(-1)
+                    action[torch.as_tensor(rows, device=device)] = torch.as_tensor(bot.reshape(-1), device=device)
             actions[step] = action
             logprobs[step] = logprob
 
@@ -877,43 +915,48 @@ if __name__ == "__main__":
             rewards[step] = torch.as_tensor(reward.reshape(P), dtype=torch.float32, device=device)
             next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
             new_actions_on[next_done_np] = rng.random(next_done_np.sum()) < share  # surgery: drawn per new game
-            next_mask = legal_actions(info["action_mask"])
+            next_mask = legal_actions(info["action_mask"], new_actions_on, old_A, device)
             next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
             next_done = torch.as_tensor(np.repeat(next_done_np, S * N), dtype=torch.float32, device=device)
 
             over = np.flatnonzero(info["game_over"])
             if over.size:
-                side = np.where(opponent[over] >= 0, learner_side[over], 0)
+                side = np.where(opponent_kind[over] != LATEST, learner_side[over], 0)  # the learner's side
                 outcome = info["outcome"][over, side]
-                finished.append(
-                    np.concatenate(
-                        [np.stack([opponent[over], outcome, info["game_length"][over]], 1), game_scores[over, side]], 1
-                    )
-                )
+                finished["kind"].append(opponent_kind[over])
+                finished["outcome"].append(outcome)
+                finished["length"].append(info["game_length"][over])
+                finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                for k in opponent[over][(opponent[over] >= 0) & (outcome > 0)]:
+                for k in opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)]:
                     pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beats past version i
                 # next game of each finished env: latest vs latest, or (past slots) vs a sampled past version
                 past = over[over < num_past_slots]
-                opponent[over] = -1
+                opponent_kind[over] = LATEST
                 if len(pool.keys) > 0 and past.size > 0:
-                    opponent[past] = pool.sample(rng, past.size)
+                    opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
                     learner_side[past] = rng.integers(S, size=past.size)
-                player_opponent, is_learner_np = learner_rows()
+                if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
+                    other = over[over >= num_past_slots]
+                    vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
+                    opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.integers(len(references), size=vs_bot.size)
+                    learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
+                is_learner = learner_rows(opponent_kind, learner_side, S, N)
 
-        if finished:
-            finished = np.concatenate(finished)
-            for outcome, length in finished[:, 1:3]:
+        if finished["kind"]:
+            finished = {key: np.concatenate(value) for key, value in finished.items()}
+            for outcome, length in zip(finished["outcome"], finished["length"], strict=True):
                 writer.add_scalar("charts/episodic_return", outcome, global_step)
                 writer.add_scalar("charts/episodic_length", length, global_step)
-            for name, value in zip(envs.score_names, finished[:, 3:].mean(0), strict=True):  # the learner's team
+            for name, value in zip(envs.score_names, finished["scores"].mean(0), strict=True):  # the learner's team
                 writer.add_scalar(f"scores/{name}", value, global_step)
-            if (finished[:, 0] >= 0).any():
-                writer.add_scalar("league/winrate_vs_past", (finished[finished[:, 0] >= 0, 1] > 0).mean(), global_step)
+            for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
+                if (finished["kind"] == kind).any():
+                    writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
+            next_value = actor.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
             advantages = torch.zeros_like(rewards).to(device)
             lastgaelam = 0
             for t in reversed(range(args.num_steps)):
@@ -927,19 +970,12 @@ if __name__ == "__main__":
                 advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
             returns = advantages + values
 
-        # flatten the batch into BPTT sequences: (bptt_len, num_chunks * P, ...), sequence = (chunk, player); the N
-        # heroes of a team are consecutive, so team sequence j holds the player sequences j * N ... j * N + N - 1
-        def to_seq(x):
-            return (
-                x.reshape((num_chunks, args.bptt_len, P) + x.shape[2:])
-                .transpose(0, 1)
-                .reshape((args.bptt_len, num_chunks * P) + x.shape[2:])
-            )
-
-        b_obs, b_masks, b_actions, b_logprobs = to_seq(obs), to_seq(masks), to_seq(actions), to_seq(logprobs)
-        b_dones, b_advantages, b_returns, b_values = to_seq(dones), to_seq(advantages), to_seq(returns), to_seq(values)
-        b_pg_w = to_seq(acting * learner)  # the policy learns from its own applied actions only
-        b_v_w = to_seq(learner)
+        # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)
+        b_obs, b_masks, b_actions, b_logprobs, b_dones, b_advantages, b_returns, b_values = (
+            to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, advantages, returns, values)
+        )
+        b_pg_w = to_sequences(acting * learner, args.bptt_len)  # the policy learns from its own applied actions only
+        b_v_w = to_sequences(learner, args.bptt_len)
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -1013,6 +1049,8 @@ if __name__ == "__main__":
 
         if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from this rollout's learner rows
             agent.update_obs_stats(obs[learner.bool()])
+        if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
+            versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
         # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
         with torch.no_grad():
@@ -1020,8 +1058,7 @@ if __name__ == "__main__":
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
         if not finite:
-            print(numerical_fault_line(iteration, last_good), file=sys.stderr)
-            sys.exit(1)
+            fault_stop(iteration, last_checkpoint)
 
         y_pred, y_true = b_values.flatten(), b_returns.flatten()
         var_y = y_true.var()
@@ -1073,36 +1110,29 @@ if __name__ == "__main__":
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
-        # checkpoint (atomic: a temporary file, then a rename) holding everything the next update depends on
+        # checkpoint: everything the next update depends on
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
-            state = {
-                "args": vars(args),
-                "run_name": run_name,
-                "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "grad_sq": grad_sq,
-                "grad_steps": grad_steps,
-                "return_moments": (return_mean, return_var, return_count),
-                "evaluator": evaluator.state_dict(),
-                "pool": pool.state_dict(),
-                "past_agents": [past.state_dict() for past in past_agents],
-                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state(), rng.bit_generator.state),
-            }
-            if hasattr(envs, "state_dict"):
+            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
+            state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
+            state |= {"return_moments": (return_mean, return_var, return_count), "pool": pool.state_dict()}
+            state |= {"past_agents": [past.state_dict() for past in past_agents]}
+            state |= {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
+            if hasattr(envs, "state_dict"):  # the world and the games in progress
                 state["world"] = envs.state_dict()
-                state["next"] = (next_obs, next_mask, next_acting, next_done, next_lstm_state)
-                state["games"] = (discounted_return, game_scores, opponent, learner_side, new_actions_on)
+                state |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
+                state |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
+                state |= {"game_scores": game_scores, "learner_side": learner_side, "opponent_kind": opponent_kind}
+                state |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
+                state["new_actions_on"] = new_actions_on
             writer.flush()  # everything logged up to this update is on disk with the checkpoint
-            torch.save(state, checkpoint_path + ".tmp")
-            os.replace(checkpoint_path + ".tmp", checkpoint_path)
-            last_good = checkpoint_path
+            atomic_save(state, checkpoint_path)
+            last_checkpoint = checkpoint_path
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
-        torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
-        os.replace(model_path + ".tmp", model_path)
+        atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
 
     writer.close()
+    print(f"params_sha256={params_sha256(agent)}")

@@ -1,5 +1,6 @@
 # docs and experiment results: docs/ppo_lstm_selfplay.md (mkdocs site: `uv run --all-extras mkdocs serve`)
 import copy
+import hashlib
 import os
 import random
 import sys
@@ -153,16 +154,81 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
+# the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
+LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
+CHECKPOINT_KEYS += ("return_moments", "evaluator", "pool", "past_agents", "rng", "generator")
+
+
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
+# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-def numerical_fault_line(iteration: int, last_good: str | None) -> str:
-    """The one line a diverged run stops with (exit code 1), naming the last checkpoint written before the fault."""
-    good = last_good or "none (use --save-every)"
-    return f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}"
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        usage_error(message)
+
+
+def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if saved.get("script") != os.path.basename(__file__):
+            raise ValueError(f"it was written by {saved.get('script')}")
+        if missing := [key for key in ("args", *keys) if key not in saved]:
+            raise KeyError(f"it holds no {missing}")
+        Args(**saved["args"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
+    return saved
+
+
+def atomic_save(obj: dict, path: str) -> None:
+    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def rng_states() -> dict:
+    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def set_rng_states(states: dict) -> None:
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
+    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
+    good = last_checkpoint or "none (use --save-every)"
+    print(
+        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
+def params_sha256(model: nn.Module) -> str:
+    """A hash of every parameter and buffer in state_dict order: equal hashes <=> bit-identical models."""
+    digest = hashlib.sha256()
+    for key, value in model.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# END OF RUN MANAGEMENT
 
 
 def update_moments(mean, var, count, batch):
@@ -244,12 +310,28 @@ class Agent(nn.Module):
         hidden, lstm_state = self.get_states(x, lstm_state, done)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
-        probs = torch.distributions.Categorical(logits=logits, validate_args=False)  # faults: see the NaN check
-        if action is None:
-            if not probs.logits.isfinite().all():  # a diverged network can first show here, on new observations
-                raise FloatingPointError("non-finite policy logits")
-            action = probs.sample()
+        probs = torch.distributions.Categorical(logits=logits, validate_args=False)
+        if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
+            action = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False).sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
+
+
+def zero_state(agent, batch_size, device):
+    """The LSTM state ((1, B, H), (1, B, H)) of `batch_size` heroes at the start of their games."""
+    return tuple(torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device) for _ in range(2))
+
+
+def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
+    """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
+    against itself, else the heroes of the learner's side)."""
+    side = np.repeat(np.arange(num_sides), num_heroes)  # the side of each hero of a game
+    return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
+
+
+def to_sequences(x, bptt_len):
+    """(T, P, ...) -> (bptt_len, T // bptt_len * P, ...): the rollout cut into BPTT sequences, sequence = (chunk,
+    player); the N heroes of a team are consecutive, team sequence j holds player sequences j * N to j * N + N - 1"""
+    return x.reshape((-1, bptt_len) + x.shape[1:]).transpose(0, 1).reshape((bptt_len, -1) + x.shape[2:])
 
 
 def shape_rewards(scores, weights, is_win, time, tau, args):
@@ -267,19 +349,6 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     return parts[0] + decay[:, None, None] * parts[1]
 
 
-def load_file(path, flag):
-    """A checkpoint or a saved model as a dict, or one clear line and exit code 2."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(saved, dict) or not {"args", "model"} <= saved.keys():
-            raise ValueError("not a cleanfive file")
-        if not saved["args"].keys() <= Args.__dataclass_fields__.keys():
-            raise ValueError("written by another script")
-    except Exception as error:
-        usage_error(f"cannot read {flag} {path} ({error}); pass a file written by --save-every or --save-model")
-    return saved
-
-
 def play_references(agent, args, evaluator, names, device, rng, video_path=None):
     """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
 
@@ -294,10 +363,7 @@ def play_references(agent, args, evaluator, names, device, rng, video_path=None)
         obs, info = env.reset()
         frames, step = [], 0
         agent_side = rows % 2  # the agent plays each side in half of the games
-        state = (
-            torch.zeros(1, E * N, agent.lstm.hidden_size, device=device),
-            torch.zeros(1, E * N, agent.lstm.hidden_size, device=device),
-        )
+        state = zero_state(agent, E * N, device)
         done = torch.zeros(E * N, device=device)
         scores = np.full(E, np.nan)
         while np.isnan(scores).any():
@@ -326,83 +392,58 @@ def play_references(agent, args, evaluator, names, device, rng, video_path=None)
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
-    checkpoint = load_file(args.resume, "--resume") if args.resume else None
-    env_seed = args.seed
-    if checkpoint is not None:
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
-        # worlds that cannot save their state restart their games with a seed of their own for this update
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    env_seed = args.seed  # on resume, worlds that cannot save their state restart their games with a seed of their own
+    if checkpoint:
         env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
-    if args.eval_only:
-        saved = load_file(args.eval_only, "--eval-only")
-        for key in ("env_id", "num_heroes", "hidden_size"):  # the world and network the model was trained for
-            setattr(args, key, saved["args"][key])
-    for flag, ok, allowed in (
-        ("total-timesteps", args.total_timesteps > 0, "> 0"),
-        ("learning-rate", args.learning_rate > 0, "> 0"),
-        ("num-envs", args.num_envs > 0, "> 0"),
-        ("num-steps", args.num_steps > 0, "> 0"),
-        ("bptt-len", args.bptt_len > 0, "> 0"),
-        ("horizon-seconds", args.horizon_seconds > 0, "> 0"),
-        ("gae-lambda", 0 <= args.gae_lambda <= 1, "in [0, 1]"),
-        ("num-minibatches", args.num_minibatches > 0, "> 0"),
-        ("update-epochs", args.update_epochs > 0, "> 0"),
-        ("clip-coef", args.clip_coef > 0, "> 0"),
-        ("policy-lag", args.policy_lag >= 0, ">= 0"),
-        ("hidden-size", args.hidden_size >= 4, ">= 4"),
-        ("team-spirit-start", 0 <= args.team_spirit_start <= 1, "in [0, 1]"),
-        ("team-spirit-end", 0 <= args.team_spirit_end <= 1, "in [0, 1]"),
-        ("time-decay", 0 < args.time_decay <= 1, "in (0, 1]"),
-        ("past-fraction", 0 <= args.past_fraction <= 1, "in [0, 1]"),
-        ("bot-fraction", 0 <= args.bot_fraction <= 1, "in [0, 1]"),
-        ("pool-every", args.pool_every > 0, "> 0"),
-        ("eval-every", args.eval_every > 0, "> 0"),
-        ("eval-games", args.eval_games > 0, "> 0"),
-        ("save-every", args.save_every >= 0, ">= 0"),
-    ):
-        if not ok:
-            usage_error(f"--{flag} {getattr(args, flag.replace('-', '_'))} is out of range: it must be {allowed}")
+    for key in ("env_id", "num_heroes", "hidden_size") if saved else ():  # the world and network of the model
+        setattr(args, key, saved["args"][key])
+    positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
+    positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
+    for name in positive:
+        check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
+        check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
+    check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
+    check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
+    check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
+    check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
     try:
         envs = make_team_env(args.env_id, args.num_envs, env_seed, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
-    if args.capture_video and not hasattr(envs, "render"):
-        usage_error(f"--capture-video: {args.env_id} does not render; drop the flag or pick a world that does")
+    check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
-    if not 0 < args.gamma < 1:
-        usage_error(f"--horizon-seconds {args.horizon_seconds} must exceed one step ({envs.seconds_per_step} s)")
-    if args.num_steps % args.bptt_len != 0:
-        usage_error(f"--num-steps {args.num_steps} must be a multiple of --bptt-len {args.bptt_len}")
+    check(0 < args.gamma < 1, f"--horizon-seconds {args.horizon_seconds} must exceed a step ({envs.seconds_per_step}s)")
+    check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
     args.num_sequences = E * S * (args.num_steps // args.bptt_len)
-    if args.num_sequences % args.num_minibatches != 0:
-        usage_error(
-            f"{args.num_sequences} team sequences per rollout (num_envs * 2 * num_steps / bptt_len) "
-            f"cannot be split into --num-minibatches {args.num_minibatches}; pick a divisor"
-        )
+    split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
+    check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     references = args.references or envs.bot_names
-    if unknown := [name for name in references if name not in envs.bot_names]:
-        usage_error(f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
-    if len(set(references)) < 2:
-        usage_error("--references needs at least two different bots: they are rated by games among themselves")
+    unknown = [name for name in references if name not in envs.bot_names]
+    check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
+    check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
-        if component not in score_weights:
-            usage_error(f"--score-weights {item}: {args.env_id}'s components are {', '.join(envs.score_names)}")
+        known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
+        check(component in score_weights, f"--score-weights {item}: {known}")
         try:
             score_weights[component] = float(value)
         except ValueError:
             score_weights[component] = float("nan")
-        if not np.isfinite(score_weights[component]):
-            usage_error(f"--score-weights {item}: give each weight as name=number")
+        check(np.isfinite(score_weights[component]), f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if checkpoint is not None:
-        run_name = checkpoint["run_name"]
+    run_name = checkpoint["run_name"] if checkpoint else run_name
     if args.track:
         import wandb
 
@@ -432,11 +473,10 @@ if __name__ == "__main__":
 
     # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
     obs_shape = envs.obs_shape
-    obs_size = int(np.prod(obs_shape))
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
-    agent = Agent(obs_size, A, N, args.hidden_size).to(device)
+    agent = Agent(int(np.prod(obs_shape)), A, N, args.hidden_size).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
     grad_steps = 0
@@ -457,7 +497,7 @@ if __name__ == "__main__":
     evaluator = ReferenceEvaluator(ratings)
     print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
-    if args.eval_only:
+    if saved:
         try:
             agent.load_state_dict(saved["model"])
         except RuntimeError as error:
@@ -472,9 +512,9 @@ if __name__ == "__main__":
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
-    num_past_slots = round(args.past_fraction * E)
-    # per game: -1 = latest policy on both sides, k >= 0 = past version k of the pool, -2 - b = references[b]
-    opponent = np.full(E, -1)
+    num_past_slots = round(args.past_fraction * E)  # games 0 .. num_past_slots - 1 may face past versions
+    opponent_kind = np.full(E, LATEST)
+    opponent_index = np.zeros(E, dtype=np.int64)  # PAST: the version's index in the pool; BOT: in `references`
     learner_side = np.zeros(E, dtype=np.int64)
 
     # ALGO Logic: Storage setup
@@ -488,12 +528,12 @@ if __name__ == "__main__":
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
     learner = torch.zeros((args.num_steps, P)).to(device)  # the latest policy drives this hero (value-loss weight)
     num_chunks = args.num_steps // args.bptt_len
-    chunk_h = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
-    chunk_c = torch.zeros((num_chunks, P, args.hidden_size)).to(device)
+    chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
+    chunk_c = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
     # reward scaling: running variance of each hero's discounted return
     discounted_return = np.zeros((E, S, N))
-    return_var, return_count = torch.ones(()), torch.tensor(1e-4)
-    return_mean = torch.zeros(())
+    return_mean, return_var, return_count = torch.zeros(()), torch.ones(()), torch.tensor(1e-4)
+    game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
 
     # TRY NOT TO MODIFY: start the game
     global_step = 0
@@ -503,35 +543,14 @@ if __name__ == "__main__":
     next_mask = torch.as_tensor(info["action_mask"].reshape(P, A), device=device)
     next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
     next_done = torch.zeros(P).to(device)
-    next_lstm_state = (
-        torch.zeros(agent.lstm.num_layers, P, agent.lstm.hidden_size).to(device),
-        torch.zeros(agent.lstm.num_layers, P, agent.lstm.hidden_size).to(device),
-    )
-    side_of_player = np.tile(np.repeat(np.arange(S), N), E)
-    env_of_player = np.repeat(np.arange(E), S * N)
-
-    def learner_rows():
-        """Per hero: its game's `opponent` code, and whether the latest policy drives it."""
-        player_opponent = opponent[env_of_player]
-        return player_opponent, (player_opponent == -1) | (side_of_player == learner_side[env_of_player])
-
-    game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
-
-    start_iteration, checkpoint_path, last_good = 0, f"runs/{run_name}/checkpoint.pt", args.resume
-
-    def numerical_fault_hook(kind, error, traceback):
-        """A network that diverged can first show when it samples (rollout or evaluation): the same one line."""
-        if not issubclass(kind, FloatingPointError):
-            return sys.__excepthook__(kind, error, traceback)
-        print(numerical_fault_line(globals().get("iteration", start_iteration), last_good), file=sys.stderr)
-
-    sys.excepthook = numerical_fault_hook
-    if checkpoint is not None:  # everything that decides what comes next, as it was after update `iteration`
+    next_lstm_state = zero_state(agent, P, device)
+    start_iteration, checkpoint_path, last_checkpoint = 0, f"runs/{run_name}/checkpoint.pt", args.resume
+    if checkpoint:  # everything that decides what comes next, as it was after update `iteration`
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
-        versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint.get("versions", [])]
+        versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
         return_mean, return_var, return_count = checkpoint["return_moments"]
         evaluator.load_state_dict(checkpoint["evaluator"])
         pool.load_state_dict(checkpoint["pool"])
@@ -540,16 +559,19 @@ if __name__ == "__main__":
             past_agents[-1].load_state_dict(state)
         if "world" in checkpoint:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(checkpoint["world"])
-            next_obs, next_mask, next_acting, next_done = (x.to(device) for x in checkpoint["next"][:4])
-            next_lstm_state = tuple(x.to(device) for x in checkpoint["next"][4])
-            discounted_return, game_scores, opponent, learner_side = checkpoint["games"]
-        random.setstate(checkpoint["rng"][0])
-        np.random.set_state(checkpoint["rng"][1])
-        torch.set_rng_state(checkpoint["rng"][2])
-        rng.bit_generator.state = checkpoint["rng"][3]
+            next_obs_np, info = checkpoint["next_obs_np"], checkpoint["info"]
+            next_obs, next_mask, next_acting, next_done = (
+                checkpoint[k].to(device) for k in ("next_obs", "next_mask", "next_acting", "next_done")
+            )
+            next_lstm_state = tuple(x.to(device) for x in checkpoint["next_lstm_state"])
+            discounted_return, game_scores = checkpoint["discounted_return"], checkpoint["game_scores"]
+            opponent_kind, opponent_index = checkpoint["opponent_kind"], checkpoint["opponent_index"]
+            learner_side = checkpoint["learner_side"]
+        set_rng_states(checkpoint["rng"])
+        rng.bit_generator.state = checkpoint["generator"]
         print(f"resumed from {args.resume} at update {start_iteration} (global_step {global_step})")
     start_step = global_step
-    player_opponent, is_learner_np = learner_rows()
+    is_learner = learner_rows(opponent_kind, learner_side, S, N)
 
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
         frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -557,7 +579,7 @@ if __name__ == "__main__":
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
-        finished = []  # rows of (opponent, learner outcome, game length, team scores...) of games ended in this rollout
+        finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         if args.policy_lag:
             actor.load_state_dict(versions[0])
 
@@ -570,7 +592,7 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            learner[step] = torch.as_tensor(is_learner_np, dtype=torch.float32, device=device)
+            learner[step] = torch.as_tensor(is_learner, dtype=torch.float32, device=device)
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
@@ -579,8 +601,9 @@ if __name__ == "__main__":
                     next_obs, prev_state, next_done, next_mask
                 )
                 values[step] = value.flatten()
-                for k in np.unique(opponent[opponent >= 0]):  # past versions drive their side of their games
-                    rows = torch.as_tensor(np.flatnonzero((player_opponent == k) & ~is_learner_np), device=device)
+                for k in np.unique(opponent_index[opponent_kind == PAST]):  # past versions drive their side
+                    vs_k = (opponent_kind == PAST) & (opponent_index == k)
+                    rows = torch.as_tensor(np.flatnonzero(np.repeat(vs_k, S * N) & ~is_learner), device=device)
                     past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
@@ -589,9 +612,10 @@ if __name__ == "__main__":
                     )
                     action[rows] = past_action
                     next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
-                for b in np.unique(opponent[opponent <= -2]):  # reference bots drive their side of their games
-                    games = np.flatnonzero(opponent == b)
-                    bot = envs.bot_actions(references[-2 - b], next_obs_np, info, 1 - learner_side, rng)[games]
+                # reference bots drive their side, the last reference first (the order of their random draws)
+                for b in np.unique(opponent_index[opponent_kind == BOT])[::-1]:
+                    games = np.flatnonzero((opponent_kind == BOT) & (opponent_index == b))
+                    bot = envs.bot_actions(references[b], next_obs_np, info, 1 - learner_side, rng)[games]
                     rows = ((games * S + 1 - learner_side[games])[:, None] * N + np.arange(N)).reshape(-1)
                     action[torch.as_tensor(rows, device=device)] = torch.as_tensor(bot.reshape(-1), device=device)
             actions[step] = action
@@ -616,40 +640,38 @@ if __name__ == "__main__":
 
             over = np.flatnonzero(info["game_over"])
             if over.size:
-                side = np.where(opponent[over] != -1, learner_side[over], 0)
+                side = np.where(opponent_kind[over] != LATEST, learner_side[over], 0)  # the learner's side
                 outcome = info["outcome"][over, side]
-                finished.append(
-                    np.concatenate(
-                        [np.stack([opponent[over], outcome, info["game_length"][over]], 1), game_scores[over, side]], 1
-                    )
-                )
+                finished["kind"].append(opponent_kind[over])
+                finished["outcome"].append(outcome)
+                finished["length"].append(info["game_length"][over])
+                finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                for k in opponent[over][(opponent[over] >= 0) & (outcome > 0)]:
+                for k in opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)]:
                     pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beats past version i
                 # next game of each finished env: latest vs latest, or (past slots) vs a sampled past version
                 past = over[over < num_past_slots]
-                opponent[over] = -1
+                opponent_kind[over] = LATEST
                 if len(pool.keys) > 0 and past.size > 0:
-                    opponent[past] = pool.sample(rng, past.size)
+                    opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
                     learner_side[past] = rng.integers(S, size=past.size)
                 if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
                     other = over[over >= num_past_slots]
                     vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
-                    opponent[vs_bot] = -2 - rng.integers(len(references), size=vs_bot.size)
+                    opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.integers(len(references), size=vs_bot.size)
                     learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
-                player_opponent, is_learner_np = learner_rows()
+                is_learner = learner_rows(opponent_kind, learner_side, S, N)
 
-        if finished:
-            finished = np.concatenate(finished)
-            for outcome, length in finished[:, 1:3]:
+        if finished["kind"]:
+            finished = {key: np.concatenate(value) for key, value in finished.items()}
+            for outcome, length in zip(finished["outcome"], finished["length"], strict=True):
                 writer.add_scalar("charts/episodic_return", outcome, global_step)
                 writer.add_scalar("charts/episodic_length", length, global_step)
-            for name, value in zip(envs.score_names, finished[:, 3:].mean(0), strict=True):  # the learner's team
+            for name, value in zip(envs.score_names, finished["scores"].mean(0), strict=True):  # the learner's team
                 writer.add_scalar(f"scores/{name}", value, global_step)
-            if (finished[:, 0] >= 0).any():
-                writer.add_scalar("league/winrate_vs_past", (finished[finished[:, 0] >= 0, 1] > 0).mean(), global_step)
-            if (finished[:, 0] <= -2).any():
-                writer.add_scalar("league/winrate_vs_bots", (finished[finished[:, 0] <= -2, 1] > 0).mean(), global_step)
+            for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
+                if (finished["kind"] == kind).any():
+                    writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
 
         # bootstrap value if not done
         with torch.no_grad():
@@ -667,19 +689,12 @@ if __name__ == "__main__":
                 advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
             returns = advantages + values
 
-        # flatten the batch into BPTT sequences: (bptt_len, num_chunks * P, ...), sequence = (chunk, player); the N
-        # heroes of a team are consecutive, so team sequence j holds the player sequences j * N ... j * N + N - 1
-        def to_seq(x):
-            return (
-                x.reshape((num_chunks, args.bptt_len, P) + x.shape[2:])
-                .transpose(0, 1)
-                .reshape((args.bptt_len, num_chunks * P) + x.shape[2:])
-            )
-
-        b_obs, b_masks, b_actions, b_logprobs = to_seq(obs), to_seq(masks), to_seq(actions), to_seq(logprobs)
-        b_dones, b_advantages, b_returns, b_values = to_seq(dones), to_seq(advantages), to_seq(returns), to_seq(values)
-        b_pg_w = to_seq(acting * learner)  # the policy learns from its own applied actions only
-        b_v_w = to_seq(learner)
+        # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)
+        b_obs, b_masks, b_actions, b_logprobs, b_dones, b_advantages, b_returns, b_values = (
+            to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, advantages, returns, values)
+        )
+        b_pg_w = to_sequences(acting * learner, args.bptt_len)  # the policy learns from its own applied actions only
+        b_v_w = to_sequences(learner, args.bptt_len)
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -762,8 +777,7 @@ if __name__ == "__main__":
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
         if not finite:
-            print(numerical_fault_line(iteration, last_good), file=sys.stderr)
-            sys.exit(1)
+            fault_stop(iteration, last_checkpoint)
 
         y_pred, y_true = b_values.flatten(), b_returns.flatten()
         var_y = y_true.var()
@@ -813,37 +827,28 @@ if __name__ == "__main__":
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
-        # checkpoint (atomic: a temporary file, then a rename) holding everything the next update depends on
+        # checkpoint: everything the next update depends on
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
-            state = {
-                "args": vars(args),
-                "run_name": run_name,
-                "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "grad_sq": grad_sq,
-                "grad_steps": grad_steps,
-                "versions": versions,
-                "return_moments": (return_mean, return_var, return_count),
-                "evaluator": evaluator.state_dict(),
-                "pool": pool.state_dict(),
-                "past_agents": [past.state_dict() for past in past_agents],
-                "rng": (random.getstate(), np.random.get_state(), torch.get_rng_state(), rng.bit_generator.state),
-            }
-            if hasattr(envs, "state_dict"):
+            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
+            state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
+            state |= {"return_moments": (return_mean, return_var, return_count), "pool": pool.state_dict()}
+            state |= {"past_agents": [past.state_dict() for past in past_agents]}
+            state |= {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
+            if hasattr(envs, "state_dict"):  # the world and the games in progress
                 state["world"] = envs.state_dict()
-                state["next"] = (next_obs, next_mask, next_acting, next_done, next_lstm_state)
-                state["games"] = (discounted_return, game_scores, opponent, learner_side)
+                state |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
+                state |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
+                state |= {"game_scores": game_scores, "learner_side": learner_side, "opponent_kind": opponent_kind}
+                state |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
             writer.flush()  # everything logged up to this update is on disk with the checkpoint
-            torch.save(state, checkpoint_path + ".tmp")
-            os.replace(checkpoint_path + ".tmp", checkpoint_path)
-            last_good = checkpoint_path
+            atomic_save(state, checkpoint_path)
+            last_checkpoint = checkpoint_path
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
-        torch.save({"args": vars(args), "model": agent.state_dict()}, model_path + ".tmp")
-        os.replace(model_path + ".tmp", model_path)
+        atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
 
     writer.close()
+    print(f"params_sha256={params_sha256(agent)}")

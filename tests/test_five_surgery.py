@@ -243,10 +243,31 @@ def v0_model(tmp_path_factory):
     return cwd / "with_pool.pt"
 
 
-def test_surgery_on_a_checkpoint_then_training_on_v1(tmp_path, v0_model):
+@pytest.fixture(scope="module")
+def operated(tmp_path_factory, v0_model):
+    """The v0 model operated into Moba5v5-v1 (new inputs and action, a wider first layer, two inputs folded) and
+    trained two updates, with --save-model: the run's result and its directory."""
+    cwd = tmp_path_factory.mktemp("operated")
     flags = [*TINY, *SURGERY_TINY, "--env-id", "Moba5v5-v1", "--total-timesteps", "128", "--anneal-updates", "1"]
     surgery = ["--add-inputs", "--add-actions", "--widen-dense", "8", "--fold-inputs", *HERO_ID_3_4]
-    result = run(tmp_path, SCRIPT, "--checkpoint", str(v0_model), *flags, *surgery, "--save-model")
+    return run(cwd, SCRIPT, "--checkpoint", str(v0_model), *flags, *surgery, "--save-model"), cwd
+
+
+def test_checkpoint_accepts_models_of_ppo_lstm_selfplay_with_or_without_script_key(fs, v0_model, tmp_path):
+    saved = torch.load(v0_model, weights_only=False)
+    assert saved["script"] == "ppo_lstm_selfplay.py"
+    _, env_id, agent = fs.load_trained(str(v0_model), "--checkpoint")
+    assert env_id == "Moba5v5-v0" and agent.num_heroes == 3
+    torch.save({k: v for k, v in saved.items() if k != "script"}, tmp_path / "older.pt")  # files of before the key
+    assert fs.load_trained(str(tmp_path / "older.pt"), "--checkpoint")[1] == "Moba5v5-v0"
+    torch.save({**saved, "script": "cleanba_impala.py"}, tmp_path / "other.pt")
+    with pytest.raises(SystemExit) as stop:
+        fs.load_trained(str(tmp_path / "other.pt"), "--checkpoint")
+    assert stop.value.code == 2
+
+
+def test_surgery_on_a_checkpoint_then_training_on_v1(operated):
+    result, tmp_path = operated
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     (check,) = [line for line in lines if line.startswith("surgery (lstm scale 0)")]
@@ -370,10 +391,11 @@ def test_absurd_learning_rate_stops_with_one_line_and_keeps_the_last_good_checkp
     assert checkpoint["iteration"] == 1 and all(v.isfinite().all() for v in checkpoint["model"].values())
 
 
-def test_eval_only_rates_a_saved_model_and_records_a_video(tmp_path, v0_model):
-    flags = ["--eval-only", str(v0_model), "--eval-games", "1", "--reference-games", "1", "--capture-video"]
+def test_eval_only_rates_a_saved_model_and_records_a_video(tmp_path, operated):
+    (model,) = operated[1].glob("runs/*/five_surgery.cleanfive_model")  # --eval-only takes this script's files
+    flags = ["--eval-only", str(model), "--eval-games", "1", "--reference-games", "1", "--capture-video"]
     result = run(tmp_path, SCRIPT, *flags, "--references", "random", "push", "--no-cuda")
     assert result.returncode == 0, result.stderr
     assert "vs random: win" in result.stdout and "vs push: win" in result.stdout and "trueskill_mu=" in result.stdout
     assert "surgery" not in result.stdout and not list(tmp_path.glob("runs/*/*.cleanfive_model"))
-    assert len(list(tmp_path.glob("videos/Moba5v5-v0__five_surgery__*/eval.gif"))) == 1
+    assert len(list(tmp_path.glob("videos/Moba5v5-v1__five_surgery__*/eval.gif"))) == 1

@@ -222,9 +222,10 @@ def test_update_moments_equals_mean_and_variance_of_all_rows(script):
     np.testing.assert_allclose(var.numpy(), rows.var(0), rtol=1e-6)
 
 
-def test_sampling_from_a_diverged_network_raises_floating_point_error(script):
-    """Finite weights whose logits overflow float32: sampling raises FloatingPointError (the script turns it into its
-    one-line numerical-fault stop) instead of torch's traceback about the probabilities; a healthy network samples."""
+def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_one_line(script, capsys):
+    """Finite weights whose logits overflow float32: sampling still returns legal actions (from
+    torch.nan_to_num(logits)) instead of torch's traceback about the probabilities, so that the once-per-update finite
+    check stops the run with its one line and exit code 1; a healthy network samples as before."""
     torch.manual_seed(0)
     N, obs_size = 1, 6
     agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
@@ -234,11 +235,15 @@ def test_sampling_from_a_diverged_network_raises_floating_point_error(script):
     with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
         hidden, _ = agent.get_states(x, state, done)
         agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
-    with pytest.raises(FloatingPointError):
-        agent.get_action_and_value(x, state, done, mask)
-    line = script.numerical_fault_line(7, "runs/r/checkpoint.pt")
-    assert line == (
-        "error: non-finite loss or parameters at update 7; stopped. Last good checkpoint: runs/r/checkpoint.pt"
+        assert not agent.actor(hidden).isfinite().all()  # what the finite check after each update looks at
+    mask[:, 0] = False
+    action, _, _, _, _ = agent.get_action_and_value(x, state, done, mask)
+    assert 1 <= action[0] < 4  # the first hero's logits are +inf: it samples among its legal actions
+    with pytest.raises(SystemExit) as stop:
+        script.fault_stop(7, "runs/r/checkpoint.pt")
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: non-finite loss or parameters at update 7; stopped. Last good checkpoint: runs/r/checkpoint.pt\n"
     )
 
 
