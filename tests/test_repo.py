@@ -257,9 +257,9 @@ def test_rerun_tabulates_kept_arms(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "no seed has all three arms kept" in result.stderr
     # a flag after -- that one of the two scripts lacks stops the run before any training
-    bad = [*cmd[:2], "--seeds", "3", *cmd[6:], "--", "--bot-fraction", "0.2"]
-    result = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 2 and "--bot-fraction after -- is not a flag of five_surgery.py" in result.stderr
+    bad = [*cmd[:2], "--seeds", "3", *cmd[6:], "--", "--hidden-size", "64"]  # the surgery takes v0's network
+    result = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2 and "--hidden-size after -- is not a flag of five_surgery.py" in result.stderr
     assert not (tmp_path / "seed3__v0.json").exists()
 
 
