@@ -22,164 +22,119 @@ from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_ref
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
-    """the name of this experiment"""
-    seed: int = 1
-    """seed of the experiment"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True`"""
-    cuda: bool = True
-    """if toggled, cuda will be enabled when available"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "cleanfive"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # the name of this experiment
+    seed: int = 1  # seed of the experiment
+    torch_deterministic: bool = True  # if toggled, `torch.backends.cudnn.deterministic=True`
+    cuda: bool = True  # if toggled, cuda will be enabled when available
+    track: bool = False  # if toggled, this experiment will be tracked with Weights and Biases
+    wandb_project_name: str = "cleanfive"  # the wandb's project name
+    wandb_entity: str | None = None  # the entity (team) of wandb's project
+    # save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render: the lane world, football)
     capture_video: bool = False
-    """save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render: the lane world, football)"""
-    save_model: bool = False
-    """whether to save the final model (with its `Args`) into `runs/{run_name}`"""
-    save_every: int = 20
-    """write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)"""
+    save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
+    save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)
+    # continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit, the
+    # other worlds restart the games in progress with fresh seeds
     resume: str | None = None
-    """continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit,
-    the other worlds restart the games in progress with fresh seeds"""
+    # rate a model saved by `--save-model` (or a checkpoint) against every reference in the world it was trained for,
+    # print the results and exit
     eval_only: str | None = None
-    """rate a model saved by `--save-model` (or a checkpoint) against every reference in the world it was trained
-    for, print the results and exit"""
-    quiet: bool = False
-    """if toggled, no progress line is printed"""
+    quiet: bool = False  # if toggled, no progress line is printed
 
     # Algorithm specific arguments
+
+    # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its pool is
+    # operated too), or of this script's; a resumed run does not operate again, but reads it
     checkpoint: str | None = None
-    """the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its pool is
-    operated too), or of this script's; a resumed run does not operate again, but reads it"""
-    env_id: str = "Moba5v5-v1"
-    """the world to continue training in: the checkpoint's world or a later version of it"""
+    env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
+    # total environment steps (each step moves every hero of both sides of every environment)
     total_timesteps: int = 3_000_000
-    """total environment steps (each step moves every hero of both sides of every environment)"""
-    learning_rate: float = 1e-3
-    """the learning rate of the optimizer"""
-    num_envs: int = 64
-    """the number of parallel games"""
-    num_steps: int = 64
-    """the number of steps of each rollout segment (segments do not wait for games to end)"""
-    bptt_len: int = 16
-    """truncated BPTT: the length of each training sequence, cut from the segment"""
-    anneal_lr: bool = True
-    """toggle learning rate annealing"""
+    learning_rate: float = 1e-3  # the learning rate of the optimizer
+    num_envs: int = 64  # the number of parallel games
+    num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
+    bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
+    anneal_lr: bool = True  # toggle learning rate annealing
+    # time horizon H in game seconds: gamma = 1 - T / H with T the game seconds per step (Appendix, "horizon")
     horizon_seconds: float = 100.0
-    """time horizon H in game seconds: gamma = 1 - T / H with T the game seconds per step (Appendix, "horizon")"""
-    gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
-    num_minibatches: int = 4
-    """the number of mini-batches"""
-    update_epochs: int = 4
-    """the K epochs to update the policy"""
-    norm_adv: bool = True
-    """toggles advantages normalization"""
-    clip_coef: float = 0.2
-    """the surrogate clipping coefficient"""
-    clip_vloss: bool = True
-    """toggles whether or not to use a clipped loss for the value function"""
-    ent_coef: float = 0.01
-    """coefficient of the entropy at the start"""
+    gae_lambda: float = 0.95  # the lambda for the general advantage estimation
+    num_minibatches: int = 4  # the number of mini-batches
+    update_epochs: int = 4  # the K epochs to update the policy
+    norm_adv: bool = True  # toggles advantages normalization
+    clip_coef: float = 0.2  # the surrogate clipping coefficient
+    clip_vloss: bool = True  # toggles whether or not to use a clipped loss for the value function
+    ent_coef: float = 0.01  # coefficient of the entropy at the start
+    # coefficient of the entropy at the end, annealed linearly (OpenAI Five: 0.01 -> 0.001)
     ent_coef_final: float = 0.001
-    """coefficient of the entropy at the end, annealed linearly (OpenAI Five: 0.01 -> 0.001)"""
-    vf_coef: float = 0.5
-    """coefficient of the value function"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
+    vf_coef: float = 0.5  # coefficient of the value function
+    max_grad_norm: float = 0.5  # the maximum norm for the gradient clipping
+    # OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment
     clip_grad_per_param: bool = False
-    """OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment"""
-    target_kl: float | None = None
-    """the target KL divergence threshold"""
+    target_kl: float | None = None  # the target KL divergence threshold
+    # staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)
     policy_lag: int = 0
-    """staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)"""
-    norm_obs: bool = True
-    """normalise observations by running mean and std, clipped to +-5"""
-    norm_reward: bool = True
-    """divide rewards by a running estimate of the standard deviation of the discounted return"""
+    norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
+    norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
+
+    # overrides of the world's `DEFAULT_SCORE_WEIGHTS` as name=value, e.g. `wrong_lane=0 deaths=-0.5`
     score_weights: tuple[str, ...] = ()
-    """overrides of the world's `DEFAULT_SCORE_WEIGHTS` as name=value, e.g. `wrong_lane=0 deaths=-0.5`"""
-    zero_sum: bool = True
-    """subtract the mean reward of the enemy heroes from each hero's reward"""
-    team_spirit_start: float = 0.3
-    """team spirit tau at the start: r_i <- (1 - tau) r_i + tau mean(team)"""
-    team_spirit_end: float = 1.0
-    """team spirit tau at the end, annealed linearly (OpenAI Five: 0.3 -> 1.0)"""
-    time_decay: float = 0.6
-    """rewards other than the win are multiplied by time_decay ** (t / time_decay_seconds)"""
+    zero_sum: bool = True  # subtract the mean reward of the enemy heroes from each hero's reward
+    team_spirit_start: float = 0.3  # team spirit tau at the start: r_i <- (1 - tau) r_i + tau mean(team)
+    team_spirit_end: float = 1.0  # team spirit tau at the end, annealed linearly (OpenAI Five: 0.3 -> 1.0)
+    time_decay: float = 0.6  # rewards other than the win are multiplied by time_decay ** (t / time_decay_seconds)
+    # game seconds per factor time_decay (OpenAI Five: 10 minutes of ~45-minute games)
     time_decay_seconds: float = 100.0
-    """game seconds per factor time_decay (OpenAI Five: 10 minutes of ~45-minute games)"""
 
     # Self-play (OpenAI Five, Appendix N)
-    past_fraction: float = 0.2
-    """fraction of games played against past versions (the rest: latest vs latest)"""
-    pool_every: int = 10
-    """add the current policy to the past-opponent pool every this many updates"""
-    quality_lr: float = 0.01
-    """eta of the quality-score update q_i -= eta / (N p_i)"""
+    past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
+    pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
+    quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
+    # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
+    # that is not part of OpenAI Five's recipe (0: self-play only)
     bot_fraction: float = 0.0
-    """fraction of the other games played against the reference bots at the start, annealed linearly to 0: a
-    curriculum that is not part of OpenAI Five's recipe (0: self-play only)"""
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
+
+    # scripted reference bots, the first one the anchor at mu = 0 (empty: every bot of the world)
     references: tuple[str, ...] = ()
-    """scripted reference bots, the first one the anchor at mu = 0 (empty: every bot of the world)"""
-    reference_games: int = 400
-    """games per pair of references to rate the reference pool once at start"""
-    eval_every: int = 10
-    """evaluate against the references every this many updates"""
-    eval_games: int = 64
-    """games per chosen reference at each evaluation"""
+    reference_games: int = 400  # games per pair of references to rate the reference pool once at start
+    eval_every: int = 10  # evaluate against the references every this many updates
+    eval_games: int = 64  # games per chosen reference at each evaluation
 
     # Model surgery (OpenAI Five, Appendix B): each operation is off unless its flag is given
+
+    # units added to the encoder's first layer (Equation 6: new rows of W1, B1 random, new columns of W2 zero)
     widen_dense: int = 0
-    """units added to the encoder's first layer (Equation 6: new rows of W1, B1 random, new columns of W2 zero)"""
+    # units added to the LSTM; its new weights are random at the largest --lstm-scales that keeps parity
     widen_lstm: int = 0
-    """units added to the LSTM; its new weights are random at the largest --lstm-scales that keeps parity"""
+    # standard deviations tried for the new LSTM weights, largest first
     lstm_scales: tuple[float, ...] = (0.1, 0.03, 0.01, 0.003, 0.001)
-    """standard deviations tried for the new LSTM weights, largest first"""
+    # read the observation inputs that the new world version appends, with zero weights (Equation 9)
     add_inputs: bool = False
-    """read the observation inputs that the new world version appends, with zero weights (Equation 9)"""
+    # add the actions that the new world version appends (zero weights), annealed into games from 0 % to 100 %
     add_actions: bool = False
-    """add the actions that the new world version appends (zero weights), annealed into games from 0 % to 100 %"""
+    # observation columns that are constant (checked on the recorded games) to remove, folded into the bias
     fold_inputs: tuple[int, ...] = ()
-    """observation columns that are constant (checked on the recorded games) to remove, folded into the bias"""
-    lr0_updates: int = 5
-    """updates at learning rate 0 right after surgery, so that Adam's moment estimates settle"""
+    lr0_updates: int = 5  # updates at learning rate 0 right after surgery, so that Adam's moment estimates settle
+    # updates after the learning-rate-0 phase over which the share of games with the new actions grows to 100 %
     anneal_updates: int = 20
-    """updates after the learning-rate-0 phase over which the share of games with the new actions grows to 100 %"""
-    verify_games: int = 8
-    """games of the unoperated policy against itself recorded as the verification batch"""
-    verify_steps: int = 64
-    """steps recorded from the start of those games"""
+    verify_games: int = 8  # games of the unoperated policy against itself recorded as the verification batch
+    verify_steps: int = 64  # steps recorded from the start of those games
+    # largest max |delta logits| and |delta value| accepted when every operation is exact (no LSTM widening)
     verify_tolerance: float = 1e-4
-    """largest max |delta logits| and |delta value| accepted when every operation is exact (no LSTM widening)"""
-    parity_games: int = 64
-    """head-to-head games of the operated against the unoperated policy, half on each side"""
+    parity_games: int = 64  # head-to-head games of the operated against the unoperated policy, half on each side
+    # parity: the operated policy scores (win 1, draw 0.5, loss 0) at least 0.5 minus this on average
     parity_tolerance: float = 0.1
-    """parity: the operated policy scores (win 1, draw 0.5, loss 0) at least 0.5 minus this on average"""
 
     # to be filled in runtime
-    num_heroes: int = 0
-    """heroes per side (the checkpoint's)"""
-    num_players: int = 0
-    """heroes driven by the script: num_envs * 2 sides * heroes per side"""
-    gamma: float = 0.0
-    """the discount factor gamma (computed in runtime from horizon_seconds)"""
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    num_sequences: int = 0
-    """the number of BPTT sequences of whole teams per rollout (computed in runtime)"""
-    minibatch_sequences: int = 0
-    """the number of team sequences per mini-batch (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
+    num_heroes: int = 0  # heroes per side (the checkpoint's)
+    num_players: int = 0  # heroes driven by the script: num_envs * 2 sides * heroes per side
+    gamma: float = 0.0  # the discount factor gamma (computed in runtime from horizon_seconds)
+    batch_size: int = 0  # the batch size (computed in runtime)
+    num_sequences: int = 0  # the number of BPTT sequences of whole teams per rollout (computed in runtime)
+    minibatch_sequences: int = 0  # the number of team sequences per mini-batch (computed in runtime)
+    num_iterations: int = 0  # the number of iterations (computed in runtime)
 
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
