@@ -310,3 +310,15 @@ def test_versions_to_reach_and_speedup():
     assert math.isnan(provenance.speedup(base, exp, -1))  # both at version 0
     with pytest.raises(ValueError):
         provenance.versions_to_reach([1, 2], [1.0], 0)
+
+
+def test_every_script_carries_the_same_run_management_block():
+    """The block marked RUN MANAGEMENT is byte for byte the same in every script, so no diff between two shows it."""
+    blocks = {}
+    for path in sorted((ROOT / "cleanfive").glob("*.py")):
+        text = path.read_text()
+        if "if __name__ == " in text:
+            start, end = text.find("# RUN MANAGEMENT"), text.find("# END OF RUN MANAGEMENT")
+            assert 0 <= start < end, f"{path.name} has no RUN MANAGEMENT block"
+            blocks[path.name] = text[start:end]
+    assert len(blocks) == 5 and len(set(blocks.values())) == 1, f"the block differs in {sorted(blocks)}"
