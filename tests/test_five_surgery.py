@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,14 +244,58 @@ def v0_model(tmp_path_factory):
     return cwd / "with_pool.pt"
 
 
+USER_ERRORS = [
+    (["--checkpoint", "missing.cleanfive_model"], "--checkpoint"),
+    (["--checkpoint", "{model}", "--env-id", "ConnectFour-v1"], "Moba5v5-v0"),
+    (["--checkpoint", "{model}", "--env-id", "Moba5v5-v1"], "--add-actions"),
+    (["--checkpoint", "{model}", "--env-id", "Moba5v5-v0", "--add-inputs"], "--add-inputs"),
+    (["--checkpoint", "{model}", "--add-actions", "--fold-inputs", "19"], "--fold-inputs"),  # game time varies
+    (["--checkpoint", "{model}", "--add-actions", "--widen-lstm", "-1"], "--widen-lstm"),
+    (["--checkpoint", "{model}", "--add-actions", "--score-weights", "gold"], "name=number"),
+]
+BAD_FILES = [("--checkpoint", "garbage"), ("--checkpoint", "foreign")]
+# the same checks as test_reliability.py's test_bad_input_exits_2_with_one_line[five_surgery---resume another
+# script's file] and [five_surgery---eval-only another script's file]
+RELIABILITY_BAD_FILES = [("--resume", "foreign"), ("--eval-only", "foreign")]
+
+
+def bad_file(folder, content):
+    """A file that is no torch file ("garbage"), or one of another script ("foreign"), as folder/bad.pt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "bad.pt"
+    if content == "garbage":
+        path.write_bytes(b"PK\x03\x04 not a torch file")
+    else:  # a file of another script
+        torch.save({"args": {"env_id": "Moba5v5-v0", "other": 1}, "model": {"network.0.weight": torch.zeros(2)}}, path)
+    return path
+
+
 @pytest.fixture(scope="module")
-def operated(tmp_path_factory, v0_model):
-    """The v0 model operated into Moba5v5-v1 (new inputs and action, a wider first layer, two inputs folded) and
-    trained two updates, with --save-model: the run's result and its directory."""
-    cwd = tmp_path_factory.mktemp("operated")
-    flags = [*TINY, *SURGERY_TINY, "--env-id", "Moba5v5-v1", "--total-timesteps", "128", "--anneal-updates", "1"]
-    surgery = ["--add-inputs", "--add-actions", "--widen-dense", "8", "--fold-inputs", *HERO_ID_3_4]
-    return run(cwd, SCRIPT, "--checkpoint", str(v0_model), *flags, *surgery, "--save-model"), cwd
+def driven(tmp_path_factory, v0_model):
+    """The runs and user errors of five_surgery.py in this module's default tests, in one driver process
+    (tests/driver.py): {name: (CompletedProcess, folder)}.
+
+    "operated": the v0 model operated into Moba5v5-v1 (new inputs and action, a wider first layer, two inputs folded)
+    and trained two updates, with --save-model. "lr0": a wider LSTM, two updates at learning rate 0."""
+    root = tmp_path_factory.mktemp("driven")
+    v1 = [*TINY, *SURGERY_TINY, "--env-id", "Moba5v5-v1", "--total-timesteps", "128", "--checkpoint", str(v0_model)]
+    operated = ["--anneal-updates", "1", "--add-inputs", "--add-actions", "--widen-dense", "8", "--fold-inputs"]
+    lr0 = ["--lr0-updates", "2", "--add-inputs", "--add-actions", "--widen-lstm", "4", "--lstm-scales", "0.01"]
+    cases = {
+        "operated": (root / "operated", [*v1, *operated, *HERO_ID_3_4, "--save-model"]),
+        "lr0": (root / "lr0", [*v1, *lr0, "--save-model"]),
+    }
+    for i, (flags, _) in enumerate(USER_ERRORS):
+        flags = [f.format(model=v0_model) for f in flags]
+        cases["error", i] = (root / f"error{i}", [*TINY, *SURGERY_TINY, "--total-timesteps", "64", *flags])
+    for flag, content in BAD_FILES:
+        cases[flag, content] = (bad_file(root / f"{flag}_{content}", content).parent, [flag, "bad.pt"])
+    return drive(SCRIPT, cases, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def operated(driven):
+    return driven["operated"]
 
 
 def test_checkpoint_accepts_models_of_ppo_lstm_selfplay_with_or_without_script_key(fs, v0_model, tmp_path):
@@ -296,10 +341,8 @@ def test_surgery_on_a_checkpoint_then_training_on_v1(operated):
     assert [e.value for e in events.Scalars("league/pool_size")] == [4, 5]  # the 3 operated versions, then 1 each
 
 
-def test_learning_rate_zero_leaves_every_parameter_unchanged(tmp_path, v0_model):
-    flags = [*TINY, *SURGERY_TINY, "--env-id", "Moba5v5-v1", "--total-timesteps", "128", "--lr0-updates", "2"]
-    surgery = ["--add-inputs", "--add-actions", "--widen-lstm", "4", "--lstm-scales", "0.01", "--save-model"]
-    result = run(tmp_path, SCRIPT, "--checkpoint", str(v0_model), *flags, *surgery)
+def test_learning_rate_zero_leaves_every_parameter_unchanged(driven, v0_model):
+    result, tmp_path = driven["lr0"]
     assert result.returncode == 0, result.stderr
     assert "surgery (lstm scale 0.01)" in result.stdout  # the only scale tried, at parity in drawn tiny games
     (path,) = tmp_path.glob("runs/*/five_surgery.cleanfive_model")
@@ -312,42 +355,37 @@ def test_learning_rate_zero_leaves_every_parameter_unchanged(tmp_path, v0_model)
     assert torch.equal(model["actor.weight"][:27, :32], trained["actor.weight"])
 
 
-@pytest.mark.parametrize(
-    ("flags", "says"),
-    [
-        (["--checkpoint", "missing.cleanfive_model"], "--checkpoint"),
-        (["--checkpoint", "{model}", "--env-id", "ConnectFour-v1"], "Moba5v5-v0"),
-        (["--checkpoint", "{model}", "--env-id", "Moba5v5-v1"], "--add-actions"),
-        (["--checkpoint", "{model}", "--env-id", "Moba5v5-v0", "--add-inputs"], "--add-inputs"),
-        (["--checkpoint", "{model}", "--add-actions", "--fold-inputs", "19"], "--fold-inputs"),  # game time varies
-        (["--checkpoint", "{model}", "--add-actions", "--widen-lstm", "-1"], "--widen-lstm"),
-        (["--checkpoint", "{model}", "--add-actions", "--score-weights", "gold"], "name=number"),
-    ],
-)
-def test_user_errors_exit_2_with_one_line(tmp_path, v0_model, flags, says):
-    flags = [f.format(model=v0_model) for f in flags]
-    result = run(tmp_path, SCRIPT, *TINY, *SURGERY_TINY, "--total-timesteps", "64", *flags)
+@pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
+def test_user_errors_exit_2_with_one_line(driven, case):
+    result, _ = driven["error", case]
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
+    assert len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(
-    ("flag", "content"),
-    [("--checkpoint", "garbage"), ("--checkpoint", "foreign"), ("--resume", "foreign"), ("--eval-only", "foreign")],
-)
-def test_a_corrupt_or_foreign_file_exits_2(tmp_path, flag, content):
-    path = tmp_path / "bad.pt"
-    if content == "garbage":
-        path.write_bytes(b"PK\x03\x04 not a torch file")
-    else:  # a file of another script
-        torch.save({"args": {"env_id": "Moba5v5-v0", "other": 1}, "model": {"network.0.weight": torch.zeros(2)}}, path)
-    result = run(tmp_path, SCRIPT, flag, path.name)
+@pytest.mark.parametrize(("flag", "content"), BAD_FILES)
+def test_a_corrupt_or_foreign_file_exits_2(driven, flag, content):
+    result, _ = driven[flag, content]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and f"{flag} bad.pt" in lines[0], result.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "content"), RELIABILITY_BAD_FILES)
+def test_a_foreign_file_for_resume_or_eval_only_exits_2(tmp_path, flag, content):
+    """Covered in the default run by test_reliability.py::test_bad_input_exits_2_with_one_line[five_surgery---resume
+    another script's file] and [five_surgery---eval-only another script's file]."""
+    bad_file(tmp_path, content)
+    result = run(tmp_path, SCRIPT, flag, "bad.pt")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and f"{flag} bad.pt" in lines[0], result.stderr
+
+
+@pytest.mark.slow
 def test_resume_after_sigkill_ends_with_the_same_parameters(tmp_path, v0_model):
+    """Covered in the default run by test_reliability.py::test_sigkill_then_resume_loses_no_update[five_surgery]
+    (a killed and resumed surgery run ends bit-identical to an uninterrupted one); this one also checks that the
+    resumed run ignores other flags and does not operate again."""
     flags = [*TINY, *SURGERY_TINY, "--env-id", "Moba5v5-v1", "--total-timesteps", "192", "--anneal-updates", "1"]
     flags += ["--checkpoint", str(v0_model), "--add-inputs", "--add-actions", "--widen-dense", "4", "--save-model"]
     (tmp_path / "a").mkdir()
@@ -378,7 +416,10 @@ def test_resume_after_sigkill_ends_with_the_same_parameters(tmp_path, v0_model):
     assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
 
 
+@pytest.mark.slow
 def test_absurd_learning_rate_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path, v0_model):
+    """Covered in the default run by test_reliability.py::test_numerical_fault_stops_with_one_line_and_keeps_the_last_
+    good_checkpoint[five_surgery] (the same --learning-rate 1e30 after an update at learning rate 0)."""
     # update 1 at learning rate 0 writes a checkpoint; update 2 at 1e30 makes the parameters infinite
     flags = [*TINY, *SURGERY_TINY, "--total-timesteps", "192", "--learning-rate", "1e30", "--save-every", "1"]
     result = run(tmp_path, SCRIPT, "--checkpoint", str(v0_model), "--add-inputs", "--add-actions", *flags)
@@ -391,7 +432,11 @@ def test_absurd_learning_rate_stops_with_one_line_and_keeps_the_last_good_checkp
     assert checkpoint["iteration"] == 1 and all(v.isfinite().all() for v in checkpoint["model"].values())
 
 
+@pytest.mark.slow
 def test_eval_only_rates_a_saved_model_and_records_a_video(tmp_path, operated):
+    """Covered in the default run by test_reliability.py::test_saved_model_plays_with_eval_only_and_records_a_video
+    [five_surgery] (--eval-only on a saved surgery model with --capture-video); this one also reads the printed
+    results and the video's path."""
     (model,) = operated[1].glob("runs/*/five_surgery.cleanfive_model")  # --eval-only takes this script's files
     flags = ["--eval-only", str(model), "--eval-games", "1", "--reference-games", "1", "--capture-video"]
     result = run(tmp_path, SCRIPT, *flags, "--references", "random", "push", "--no-cuda")

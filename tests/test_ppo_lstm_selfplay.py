@@ -9,14 +9,56 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
-    "--total-timesteps", "1536", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
+    "--total-timesteps", "768", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
     "--num-minibatches", "2", "--update-epochs", "1", "--pool-every", "1", "--eval-every", "2",
-    "--eval-games", "4", "--reference-games", "16", "--hidden-size", "32", "--no-cuda",
+    "--eval-games", "2", "--reference-games", "2", "--hidden-size", "32", "--no-cuda",
 ]  # fmt: skip
+# 3 updates of 4 games x 32 steps (evaluations at update 2 and at the last, 3); full games are the cost of a lane or
+# football evaluation, whatever their number
+TEAM_TINY = ["--total-timesteps", "384", "--num-envs", "4", "--num-minibatches", "2", "--eval-games", "1"]
+SMOKE = {
+    "ConnectFour-v1": [],
+    "TicTacToe-v1": [],
+    "Moba5v5-v0": [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push"],
+    "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase"],
+}
+USER_ERRORS = [
+    (["--env-id", "CartPole-v1"], "ConnectFour-v1"),
+    (["--env-id", "NoSuchGame-v0"], "TicTacToe-v1"),
+    (["--num-steps", "40"], "--bptt-len"),
+    (["--references", "random"], "at least two"),
+    (["--policy-lag", "-1"], "--policy-lag"),
+    (["--bot-fraction", "1.5"], "--bot-fraction"),
+    (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
+    (["--score-weights", "win=much"], "name=number"),
+    (["--score-weights", "win=inf"], "name=number"),
+    (["--horizon-seconds", "0.5"], "--horizon-seconds"),
+    (["--capture-video"], "does not render"),
+]
+# the same checks as test_reliability.py's test_bad_input_exits_2_with_one_line[ppo_lstm_selfplay-...] cases
+# (impossible split, out of range 0 and 1, --resume and --eval-only missing file)
+RELIABILITY_USER_ERRORS = [
+    (["--num-minibatches", "3"], "--num-minibatches"),
+    (["--learning-rate", "0"], "--learning-rate"),
+    (["--gae-lambda", "1.5"], "--gae-lambda"),
+    (["--resume", "no_such_checkpoint.pt"], "--resume"),
+    (["--eval-only", "no_such_model.cleanfive_model"], "--eval-only"),
+]
+# --policy-lag K: runs of 2 updates (lag 1) and of 3 updates (lags 1 and 2), a checkpoint after every update
+LAG = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--eval-every", "100", "--save-every", "1"]
+LAG += ["--references", "random", "greedy"]
+LAG_RUNS = {(2, 1): ["--total-timesteps", "512", "--policy-lag", "1"]}
+LAG_RUNS |= {(3, lag): ["--total-timesteps", "768", "--policy-lag", str(lag)] for lag in (1, 2)}
+# --score-weights: the world's own weight, no override, and another weight
+WEIGHTS = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy", "--save-model"]
+WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--score-weights", "win=0.5"]}
+BOTS = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
+BOTS += ["--references", "greedy", "lookahead"]
 
 
 def run(tmp_path, *flags):
@@ -25,20 +67,23 @@ def run(tmp_path, *flags):
     )
 
 
-TEAM_TINY = ["--total-timesteps", "768", "--num-envs", "4", "--num-minibatches", "2", "--reference-games", "2"]
+@pytest.fixture(scope="module")
+def driven(tmp_path_factory):
+    """Every run and user error of this module in one driver process (tests/driver.py), each run in a folder of its
+    own: {name: (CompletedProcess, folder)}, the runs of a test named (test, ...)."""
+    root = tmp_path_factory.mktemp("driven")
+    smoke = ["--save-model", "--clip-grad-per-param"]
+    cases = {("smoke", e): (root / e, [*TINY, "--env-id", e, *f, *smoke]) for e, f in SMOKE.items()}
+    cases |= {("error", i): (root / "errors", [*TINY, *f]) for i, (f, _) in enumerate(USER_ERRORS)}
+    cases |= {("lag", *k): (root / f"lag_{k[0]}_{k[1]}", [*LAG, *f]) for k, f in LAG_RUNS.items()}
+    cases |= {("weights", k): (root / f"weights_{k}", [*WEIGHTS, *f]) for k, f in WEIGHT_RUNS.items()}
+    cases["bots"] = (root / "bots", BOTS)
+    return drive(SCRIPT, cases, timeout=600)
 
 
-@pytest.mark.parametrize(
-    ("env_id", "flags"),
-    [
-        ("ConnectFour-v1", []),
-        ("TicTacToe-v1", []),
-        ("Moba5v5-v0", [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push", "--eval-games", "2"]),
-        ("VmasFootball-v0", [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase", "--eval-games", "2"]),
-    ],
-)
-def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
-    result = run(tmp_path, *TINY, "--env-id", env_id, *flags, "--save-model", "--clip-grad-per-param")
+@pytest.mark.parametrize("env_id", SMOKE)
+def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
+    result, tmp_path = driven["smoke", env_id]
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
@@ -62,54 +107,39 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(tmp_path, env_id, flags):
     ]:
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
     mu = [e.value for e in events.Scalars("charts/trueskill_mu")]
-    assert len(mu) == 3 and all(abs(m) < 100 for m in mu)  # evaluations at iterations 2, 4 and the last (6)
-    assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3, 4, 5, 6]
+    assert len(mu) == 2 and all(abs(m) < 100 for m in mu)  # evaluations at iteration 2 and the last (3)
+    assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=False)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
 
 
-@pytest.mark.parametrize(
-    ("flags", "says"),
-    [
-        (["--env-id", "CartPole-v1"], "ConnectFour-v1"),
-        (["--env-id", "NoSuchGame-v0"], "TicTacToe-v1"),
-        (["--num-minibatches", "3"], "--num-minibatches"),
-        (["--num-steps", "40"], "--bptt-len"),
-        (["--references", "random"], "at least two"),
-        (["--learning-rate", "0"], "--learning-rate"),
-        (["--gae-lambda", "1.5"], "--gae-lambda"),
-        (["--policy-lag", "-1"], "--policy-lag"),
-        (["--bot-fraction", "1.5"], "--bot-fraction"),
-        (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
-        (["--score-weights", "win=much"], "name=number"),
-        (["--score-weights", "win=inf"], "name=number"),
-        (["--horizon-seconds", "0.5"], "--horizon-seconds"),
-        (["--capture-video"], "does not render"),
-        (["--resume", "no_such_checkpoint.pt"], "--resume"),
-        (["--eval-only", "no_such_model.cleanfive_model"], "--eval-only"),
-    ],
-)
-def test_user_errors_exit_2_with_one_line(tmp_path, flags, says):
+@pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
+def test_user_errors_exit_2_with_one_line(driven, case):
+    result, _ = driven["error", case]
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and USER_ERRORS[case][1] in lines[0] and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flags", "says"), RELIABILITY_USER_ERRORS)
+def test_user_errors_that_test_reliability_checks_exit_2_with_one_line(tmp_path, flags, says):
+    """Covered in the default run by test_reliability.py::test_bad_input_exits_2_with_one_line[ppo_lstm_selfplay-*]."""
     result = run(tmp_path, *TINY, *flags)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in result.stderr
 
 
-def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
+def test_policy_lag_acts_with_the_version_k_updates_old(driven):
     """--policy-lag K: the checkpoint keeps the models of the last K + 1 updates, bit-equal to those of shorter runs
     (no schedule depends on the run's length, so a shorter run is a prefix of a longer one), and update 3 acts with
     version 3 - K: lags 1 and 2 agree through update 2 (both act with version 0) and differ after update 3."""
-    flags = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--eval-every", "100", "--save-every", "1"]
-    flags += ["--references", "random", "greedy"]
 
     def checkpoint(updates, lag):
-        (tmp_path / f"{updates}_{lag}").mkdir()
-        result = run(
-            tmp_path / f"{updates}_{lag}", *flags, "--total-timesteps", str(256 * updates), "--policy-lag", str(lag)
-        )
+        result, tmp_path = driven["lag", updates, lag]
         assert result.returncode == 0, result.stderr
-        (path,) = (tmp_path / f"{updates}_{lag}" / "runs").glob("*/checkpoint.pt")
+        (path,) = (tmp_path / "runs").glob("*/checkpoint.pt")
         return torch.load(path, weights_only=False)
 
     def equal(a, b):
@@ -124,12 +154,11 @@ def test_policy_lag_acts_with_the_version_k_updates_old(tmp_path):
     assert not equal(lag1["model"], lag2["model"])  # update 3 acted with version 1 (lag 1) or version 0 (lag 2)
 
 
-def test_bot_fraction_plays_games_against_the_reference_bots(tmp_path):
+def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     """--bot-fraction 1 --past-fraction 0: every game after the first ones faces a reference bot, logged under
     league/winrate_vs_bots. Against greedy and lookahead (which take a winning move and block one) an untrained
     learner wins few games; had the learner driven both sides, it would win about half (it plays either side)."""
-    flags = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
-    result = run(tmp_path, *flags, "--references", "greedy", "lookahead")
+    result, tmp_path = driven["bots"]
     assert result.returncode == 0, result.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
@@ -139,22 +168,16 @@ def test_bot_fraction_plays_games_against_the_reference_bots(tmp_path):
     assert len(rates) >= 8 and np.mean(rates) < 0.25, rates
 
 
-def test_score_weights_override_the_worlds_weights(tmp_path):
+def test_score_weights_override_the_worlds_weights(driven):
     """--score-weights win=1 (Connect Four's default) trains bit-identically to no override; win=0.5 does not."""
-    flags = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy"]
 
-    def model(name, *more):
-        (tmp_path / name).mkdir()
-        result = run(tmp_path / name, *flags, "--save-model", *more)
+    def model(name):
+        result, tmp_path = driven["weights", name]
         assert result.returncode == 0, result.stderr
-        (path,) = (tmp_path / name / "runs").glob("*/ppo_lstm_selfplay.cleanfive_model")
+        (path,) = (tmp_path / "runs").glob("*/ppo_lstm_selfplay.cleanfive_model")
         return torch.load(path, weights_only=False)["model"]
 
-    default, same, half = (
-        model("default"),
-        model("same", "--score-weights", "win=1"),
-        model("half", "--score-weights", "win=0.5"),
-    )
+    default, same, half = model("default"), model("same"), model("half")
     assert all(torch.equal(default[k], same[k]) for k in default)
     assert not all(torch.equal(default[k], half[k]) for k in default)
 
