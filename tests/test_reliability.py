@@ -410,20 +410,33 @@ def track_job(key, tmp):
 JOBS = {"errors": errors_job, "extra": extra_job, "resume": resume_job, "fault": fault_job, "track": track_job}
 
 
+def v0_job(cwd):
+    """The tiny Moba5v5-v0 model of ppo_lstm_selfplay.py that five_surgery.py's row operates, as V0_MODEL."""
+    flags = [*SCRIPTS["ppo_lstm_selfplay"].tiny, "--total-timesteps", "256", "--save-model", "--quiet"]
+    result = run("ppo_lstm_selfplay", flags, cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shutil.copy(next(cwd.glob("runs/*/ppo_lstm_selfplay.cleanfive_model")), V0_MODEL)
+
+
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """Submit the job of every selected (not skipped) test of this module, three at a time; runs(key) waits."""
-    futures = {}
-    if any("five_surgery" in item.nodeid for item in request.session.items if item.module is sys.modules[__name__]):
-        cwd = tmp_path_factory.mktemp("v0_model")
-        flags = [*SCRIPTS["ppo_lstm_selfplay"].tiny, "--total-timesteps", "256", "--save-model", "--quiet"]
-        assert run("ppo_lstm_selfplay", flags, cwd).returncode == 0
-        shutil.copy(next(cwd.glob("runs/*/ppo_lstm_selfplay.cleanfive_model")), V0_MODEL)
-    pool = ThreadPoolExecutor(3)
+    """Submit the job of every selected (not skipped) test of this module, three at a time; runs(key) waits.
+    five_surgery's jobs wait for V0_MODEL, the pool's first job (the other scripts' jobs start meanwhile)."""
+    futures, keys = {}, []
     for item in request.session.items:
         key = getattr(item, "callspec", None) and item.callspec.params.get("key")
-        if item.module is sys.modules[__name__] and key and key not in futures and not item.get_closest_marker("skip"):
-            futures[key] = pool.submit(JOBS[key[0]], key, tmp_path_factory.mktemp("_".join(key[:2])))
+        if item.module is sys.modules[__name__] and key and key not in keys and not item.get_closest_marker("skip"):
+            keys.append(key)
+    pool = ThreadPoolExecutor(3)
+    v0 = any(key[1] == "five_surgery" for key in keys) and pool.submit(v0_job, tmp_path_factory.mktemp("v0_model"))
+
+    def job(key, tmp):
+        if key[1] == "five_surgery":
+            v0.result()
+        return JOBS[key[0]](key, tmp)
+
+    for key in keys:
+        futures[key] = pool.submit(job, key, tmp_path_factory.mktemp("_".join(key[:2])))
     yield lambda key: futures[key].result()
     pool.shutdown(cancel_futures=True)
     V0_MODEL.unlink(missing_ok=True)
