@@ -297,9 +297,11 @@ class Agent(nn.Module):
         hidden, lstm_state = self.get_states(x, lstm_state, done)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
-        probs = torch.distributions.Categorical(logits=logits, validate_args=False)
         if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
-            action = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False).sample()
+            probs = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False)
+            action = probs.sample()
+        else:
+            probs = torch.distributions.Categorical(logits=logits, validate_args=False)
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
 
 
