@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tyro
@@ -17,7 +18,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
 from cleanfive.envs.teams import make_team_env, play_bots
-from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
+from cleanfive.trueskill_league import (
+    OpponentPool,
+    ReferenceEvaluator,
+    cached_ratings,
+    fit_reference_ratings,
+    rating_from_dict,
+)
 
 
 @dataclass
@@ -50,7 +57,7 @@ class Args:
     # total environment steps (each step moves every hero of both sides of every environment)
     total_timesteps: int = 3_000_000
     learning_rate: float = 1e-3  # the learning rate of the optimizer
-    num_envs: int = 64  # the number of parallel games
+    num_envs: int = 64  # the number of parallel games (in all: torchrun's processes share them out)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
@@ -129,18 +136,18 @@ class Args:
 
     # to be filled in runtime
     num_heroes: int = 0  # heroes per side (the checkpoint's)
-    num_players: int = 0  # heroes driven by the script: num_envs * 2 sides * heroes per side
+    num_players: int = 0  # heroes driven by each process: its games * 2 sides * heroes per side
     gamma: float = 0.0  # the discount factor gamma (computed in runtime from horizon_seconds)
-    batch_size: int = 0  # the batch size (computed in runtime)
-    num_sequences: int = 0  # the number of BPTT sequences of whole teams per rollout (computed in runtime)
-    minibatch_sequences: int = 0  # the number of team sequences per mini-batch (computed in runtime)
+    batch_size: int = 0  # the batch size of each process (computed in runtime)
+    num_sequences: int = 0  # the number of BPTT sequences of whole teams per rollout of each process (in runtime)
+    minibatch_sequences: int = 0  # the number of team sequences per mini-batch of each process (computed in runtime)
     num_iterations: int = 0  # the number of iterations (computed in runtime)
 
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
-CHECKPOINT_KEYS += ("return_moments", "evaluator", "pool", "past_agents", "rng", "generator")
+CHECKPOINT_KEYS += ("evaluator", "eval_generator", "pool", "past_agents", "ranks")
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -272,29 +279,37 @@ class Agent(nn.Module):
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
 
-    def get_states(self, x, lstm_state, done):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done: (T * B,)
-        hidden = self.embed(x)
+    def get_states(self, x, lstm_state, done, active):
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
+        # the network runs on the heroes of active teams only (a team of which no hero acts, e.g. the side that waits
+        # for the other's move in a board game, or the past versions' heroes): their LSTM state carries over
         batch_size = lstm_state[0].shape[1]
+        hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
+        hidden[active] = self.embed(x[active])
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
-        done = done.reshape((-1, batch_size))
-        new_hidden = []
-        for h, d in zip(hidden, done, strict=True):
-            # reset the LSTM state of a hero whose game ended before this step
-            h, lstm_state = self.lstm(
-                h.unsqueeze(0),
-                ((1.0 - d).view(1, -1, 1) * lstm_state[0], (1.0 - d).view(1, -1, 1) * lstm_state[1]),
-            )
-            new_hidden += [h]
-        new_hidden = torch.flatten(torch.cat(new_hidden), 0, 1)
-        return new_hidden, lstm_state
+        done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
+        everyone, resets = active.all(1).tolist(), done.any(1).tolist()
+        (h, c), outputs, t = lstm_state, [], 0
+        while t < len(everyone):
+            h, c = (1.0 - done[t]).view(1, -1, 1) * h, (1.0 - done[t]).view(1, -1, 1) * c  # a game ended: reset
+            if everyone[t]:  # one LSTM call over the steps until the next reset or inactive team
+                end = next((u for u in range(t + 1, len(everyone)) if resets[u] or not everyone[u]), len(everyone))
+                out, (h, c) = self.lstm(hidden[t:end], (h, c))
+            else:  # one step over the active heroes only
+                end, rows = t + 1, active[t].nonzero().squeeze(1)
+                out_rows, (h_rows, c_rows) = self.lstm(hidden[t : t + 1, rows], (h[:, rows], c[:, rows]))
+                out = torch.zeros_like(h).index_copy(1, rows, out_rows)
+                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
+            outputs.append(out)
+            t = end
+        return torch.cat(outputs).flatten(0, 1), (h, c)
 
-    def get_value(self, x, lstm_state, done):
-        hidden, _ = self.get_states(x, lstm_state, done)
+    def get_value(self, x, lstm_state, done, active):
+        hidden, _ = self.get_states(x, lstm_state, done, active)
         return self.critic(hidden)
 
-    def get_action_and_value(self, x, lstm_state, done, mask, action=None):
-        hidden, lstm_state = self.get_states(x, lstm_state, done)
+    def get_action_and_value(self, x, lstm_state, done, active, mask, action=None):
+        hidden, lstm_state = self.get_states(x, lstm_state, done, active)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
         logits = self.actor(hidden).masked_fill(~mask, -1e8)
         if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
@@ -416,11 +431,12 @@ def operate(state, plan, lstm_scale, seed):
 def compare(unoperated, operated, recorded, device):
     """Max |delta logits| (the unoperated policy's actions) and max |delta value| over recorded games, each network
     carrying its own LSTM state from the start of the games (Equation 8: same game states, same outputs)."""
-    obs, done = recorded
+    obs, done, active = recorded
     outputs = []
     for agent in (unoperated, operated):
-        with torch.no_grad():
-            hidden, _ = agent.get_states(obs.flatten(0, 1), zero_state(agent, obs.shape[1], device), done.flatten())
+        with torch.inference_mode():
+            state = zero_state(agent, obs.shape[1], device)
+            hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), active.flatten().bool())
             outputs.append((agent.actor(hidden)[:, : unoperated.actor.out_features], agent.critic(hidden)))
     (logits, value), (new_logits, new_value) = outputs
     return (new_logits - logits).abs().max().item(), (new_value - value).abs().max().item()
@@ -436,6 +452,26 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     against itself, else the heroes of the learner's side)."""
     side = np.repeat(np.arange(num_sides), num_heroes)  # the side of each hero of a game
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
+
+
+def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
+    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
+    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
+    Returns (advantages, values with those of the waiting steps filled in)."""
+    values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
+    for t in reversed(range(rewards.shape[0])):
+        if t == rewards.shape[0] - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        values[t] = torch.where(active[t], values[t], rewards[t] + gamma * nextvalues * nextnonterminal)
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        lam = torch.where(active[t], gae_lambda, 1.0)
+        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    return advantages, values
 
 
 def to_sequences(x, bptt_len):
@@ -459,50 +495,54 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     return parts[0] + decay[:, None, None] * parts[1]
 
 
-def play_references(agent, args, evaluator, names, device, rng, video_path=None):
+def play_references(agent, args, evaluator, names, device, eval_rng, video_path=None):
     """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
 
-    Returns {reference: (wins, draws, losses) as fractions}. With `video_path`, game 0 against the first reference
-    is saved as a GIF (every 4th step).
+    Every random draw comes from `eval_rng` (world seeds, bot moves and, by a forked torch generator, the agent's
+    actions), so that evaluating never changes the training run. Returns {reference: (wins, draws, losses) as
+    fractions}. With `video_path`, game 0 against the first reference is saved as a GIF (every 4th step).
     """
-    env = make_team_env(args.env_id, args.eval_games, int(rng.integers(2**31)), args.num_heroes)
+    env = make_team_env(args.env_id, args.eval_games, int(eval_rng.integers(2**31)), args.num_heroes)
     E, N = args.eval_games, args.num_heroes
     rows = np.arange(E)
     results = {}
-    for name in names:
-        obs, info = env.reset()
-        frames, step = [], 0
-        agent_side = rows % 2  # the agent plays each side in half of the games
-        state = zero_state(agent, E * N, device)
-        done = torch.zeros(E * N, device=device)
-        scores = np.full(E, np.nan)
-        while np.isnan(scores).any():
-            with torch.no_grad():
+    with torch.random.fork_rng(), torch.inference_mode():
+        torch.manual_seed(int(eval_rng.integers(2**31)))
+        for name in names:
+            obs, info = env.reset()
+            frames, step = [], 0
+            agent_side = rows % 2  # the agent plays each side in half of the games
+            state = zero_state(agent, E * N, device)
+            done = torch.zeros(E * N, device=device)
+            scores = np.full(E, np.nan)
+            while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, mask)
-            actions = np.zeros((E, 2, N), dtype=np.int64)
-            actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
-            actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, rng)
-            if video_path and name == names[0] and np.isnan(scores[0]) and step % 4 == 0:
-                frames.append(Image.fromarray(env.render(0)))
-            step += 1
-            obs, _, next_done, info = env.step(actions)
-            finished = info["game_over"] & np.isnan(scores)
-            scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
-            done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
-        if frames:
-            os.makedirs(os.path.dirname(video_path), exist_ok=True)
-            frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
-        evaluator.update_many(name, scores)
-        results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
+                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
+                actions = np.zeros((E, 2, N), dtype=np.int64)
+                actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
+                actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
+                if video_path and name == names[0] and np.isnan(scores[0]) and step % 4 == 0:
+                    frames.append(Image.fromarray(env.render(0)))
+                step += 1
+                obs, _, next_done, info = env.step(actions)
+                finished = info["game_over"] & np.isnan(scores)
+                scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
+                done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
+            if frames:
+                os.makedirs(os.path.dirname(video_path), exist_ok=True)
+                frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
+            evaluator.update_many(name, scores)
+            results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
     return results
 
 
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
     """Scores (num_games,) of `agent` against `opponent` (another Agent): 1 win, 0.5 draw, 0 loss, the agent on side
     e % 2 of game e. Actions from index `num_actions` on are masked (new actions off). With `record_steps`, plays only
-    that many steps and also returns their observations (T, E * 2 * N, *obs_shape) and done flags (T, E * 2 * N)."""
+    that many steps and also returns their observations (T, E * 2 * N, *obs_shape), done flags and the flags of the
+    heroes whose team acts (T, E * 2 * N)."""
     env = make_team_env(args.env_id, num_games, int(rng.integers(2**31)), args.num_heroes)
     E, N = num_games, args.num_heroes
     rows = np.arange(E)
@@ -514,17 +554,19 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
     recorded = []
     while np.isnan(scores).any() and (record_steps == 0 or len(recorded) < record_steps):
         if record_steps:
-            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N)))
+            team_acts = np.repeat(info["acting"].any(2), N, axis=1).reshape(-1)
+            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N), team_acts))
         legal = info["action_mask"].copy()
         legal[..., num_actions:] = False
         actions = np.zeros((E, 2, N), dtype=np.int64)
         for i, (player, side) in enumerate(players):
-            with torch.no_grad():
+            with torch.inference_mode():
                 x = torch.as_tensor(obs[rows, side], device=device).flatten(0, 1)
                 # an unoperated policy has fewer actions: it sees the first ones of the mask
                 mask = torch.as_tensor(legal[rows, side, :, : player.actor.out_features], device=device).flatten(0, 1)
                 player_done = torch.as_tensor(np.repeat(done, N), dtype=torch.float32, device=device)
-                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, mask)
+                active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), N), device=device)
+                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, active, mask)
             actions[rows, side] = action.cpu().numpy().reshape(E, N)
         obs, _, done, info = env.step(actions)
         finished = info["game_over"] & np.isnan(scores)
@@ -543,6 +585,15 @@ def legal_actions(mask, new_actions_on, num_old_actions, device):
 def new_action_share(iteration, args):
     """Share of new games with the new actions: 0 during the learning-rate-0 phase, then up to 1 in anneal_updates."""
     return float(np.clip((iteration - args.lr0_updates) / max(args.anneal_updates, 1), 0.0, 1.0))
+
+
+def rate_references(env_id, references, games, num_heroes):
+    """Ratings of the reference bots from `games` games per pair among them, the first pinned at mu = 0 (Appendix J)."""
+    results = []
+    for i, a in enumerate(references):
+        for b in references[i + 1 :]:
+            results += [(a, b, float(s)) for s in play_bots(env_id, a, b, games, seed=0, num_heroes=num_heroes)]
+    return fit_reference_ratings(results, anchor=references[0])
 
 
 if __name__ == "__main__":
@@ -572,6 +623,14 @@ if __name__ == "__main__":
     check(0 <= args.parity_tolerance <= 0.5, f"--parity-tolerance {args.parity_tolerance} must be in [0, 0.5]")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
+    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its share of the games and its own seeds,
+    # gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates
+    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    world_size = max(world_size, 1)
+    check(args.num_envs % world_size == 0, f"--num-envs {args.num_envs} must split evenly over {world_size} processes")
+    check(not checkpoint or len(checkpoint["ranks"]) == world_size, "resume with as many processes as the run had")
+    if world_size > 1:
+        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
     # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
     check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
     trained, old_env_id, unoperated = load_trained(args.checkpoint, "--eval-only" if saved else "--checkpoint")
@@ -580,12 +639,12 @@ if __name__ == "__main__":
     check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
     args.num_heroes = unoperated.num_heroes
     try:
-        envs = make_team_env(args.env_id, args.num_envs, env_seed, args.num_heroes)
+        envs = make_team_env(args.env_id, args.num_envs // world_size, env_seed + rank, args.num_heroes)
         old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
-    E, S, N, A = args.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
     obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
     fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
@@ -622,7 +681,12 @@ if __name__ == "__main__":
     args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else run_name
-    if args.track:
+    if world_size > 1:  # every process takes rank 0's run name
+        names = [run_name]
+        dist.broadcast_object_list(names, 0)
+        run_name = names[0]
+    verbose = rank == 0 and not args.quiet  # progress lines from rank 0
+    if args.track and rank == 0:
         import wandb
 
         wandb.init(
@@ -634,7 +698,8 @@ if __name__ == "__main__":
             save_code=True,
         )
     # resuming drops the events logged after the checkpoint, so that the curves continue where it was taken
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")  # the other ranks log their own games beside
+    writer = SummaryWriter(log_dir, purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
@@ -646,8 +711,9 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     rng = np.random.default_rng(args.seed)
+    eval_rng = np.random.default_rng([args.seed, 1])  # evaluation's own generator: evaluating never changes training
 
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
     obs_shape = envs.obs_shape
@@ -707,26 +773,33 @@ if __name__ == "__main__":
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     actor = copy.deepcopy(agent) if args.policy_lag else agent
 
-    # the fixed reference pool, rated once by games among the references, the first pinned at mu = 0 (Appendix J)
+    # the fixed reference pool, rated by games among the references (Appendix J) once per world, version of its code
+    # (bots included) and bot set, and kept in runs/reference_ratings/ for the next runs
+    with open(sys.modules[type(envs).__module__].__file__, "rb") as source:
+        world_code = hashlib.sha256(source.read()).hexdigest()[:8]
+    key = "__".join([args.env_id, f"{N}_heroes", *references, f"{args.reference_games}_games", world_code])
+    cache = f"runs/reference_ratings/{key}.json"
     if checkpoint is None:
-        results = []
-        for i, a in enumerate(references):
-            for b in references[i + 1 :]:
-                scores = play_bots(args.env_id, a, b, args.reference_games, seed=args.seed, num_heroes=N)
-                results += [(a, b, float(s)) for s in scores]
-        ratings = fit_reference_ratings(results, anchor=references[0])
+        ratings = cached_ratings(cache, lambda: rate_references(args.env_id, references, args.reference_games, N))
     else:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
-    print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
+    if verbose:
+        print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     if saved:
         video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
-        results = play_references(agent.eval(), args, evaluator, list(references), device, rng, video_path)
+        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
         for name, (win, draw, loss) in results.items():
             print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
         print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
         sys.exit(0)
+
+    # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
+    random.seed(args.seed + rank)
+    np.random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)
+    rng = np.random.default_rng(args.seed + rank)
 
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
     pool = OpponentPool(eta=args.quality_lr)
@@ -745,7 +818,6 @@ if __name__ == "__main__":
             past_agents.append(operated.eval())
             pool_delta = max(pool_delta, *compare(past, operated, recorded, device))
         print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
-    num_past_slots = round(args.past_fraction * E)  # games 0 .. num_past_slots - 1 may face past versions
     opponent_kind = np.full(E, LATEST)
     opponent_index = np.zeros(E, dtype=np.int64)  # PAST: the version's index in the pool; BOT: in `references`
     learner_side = np.zeros(E, dtype=np.int64)
@@ -759,7 +831,8 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
-    learner = torch.zeros((args.num_steps, P)).to(device)  # the latest policy drives this hero (value-loss weight)
+    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
+    active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
     chunk_c = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
@@ -787,24 +860,26 @@ if __name__ == "__main__":
         optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
         versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
-        return_mean, return_var, return_count = checkpoint["return_moments"]
         evaluator.load_state_dict(checkpoint["evaluator"])
         pool.load_state_dict(checkpoint["pool"])
         for state in checkpoint["past_agents"]:
             past_agents.append(copy.deepcopy(agent).eval())
             past_agents[-1].load_state_dict(state)
-        if "world" in checkpoint:  # the lane world saves its state: the games in progress go on bit for bit
-            envs.load_state_dict(checkpoint["world"])
-            next_obs_np, info = checkpoint["next_obs_np"], checkpoint["info"]
+        local = checkpoint["ranks"][rank]  # this process's games, generators and reward statistics
+        return_mean, return_var, return_count = local["return_moments"]
+        if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
+            envs.load_state_dict(local["world"])
+            next_obs_np, info = local["next_obs_np"], local["info"]
             next_obs, next_mask, next_acting, next_done = (
-                checkpoint[k].to(device) for k in ("next_obs", "next_mask", "next_acting", "next_done")
+                local[k].to(device) for k in ("next_obs", "next_mask", "next_acting", "next_done")
             )
-            next_lstm_state = tuple(x.to(device) for x in checkpoint["next_lstm_state"])
-            discounted_return, game_scores = checkpoint["discounted_return"], checkpoint["game_scores"]
-            opponent_kind, opponent_index = checkpoint["opponent_kind"], checkpoint["opponent_index"]
-            learner_side, new_actions_on = checkpoint["learner_side"], checkpoint["new_actions_on"]
-        set_rng_states(checkpoint["rng"])
-        rng.bit_generator.state = checkpoint["generator"]
+            next_lstm_state = tuple(x.to(device) for x in local["next_lstm_state"])
+            discounted_return, game_scores = local["discounted_return"], local["game_scores"]
+            opponent_kind, opponent_index, learner_side = local["opponent_kind"], local["opponent_index"], local["side"]
+            new_actions_on = local["new_actions_on"]
+        set_rng_states(local["rng"])
+        rng.bit_generator.state = local["generator"]
+        eval_rng.bit_generator.state = checkpoint["eval_generator"]
         print(f"resumed from {args.resume} at update {start_iteration} (global_step {global_step})")
     start_step = global_step
     is_learner = learner_rows(opponent_kind, learner_side, S, N)
@@ -817,6 +892,7 @@ if __name__ == "__main__":
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
+        beaten = []  # the past versions the learner beat in this rollout, for the quality updates
         if args.policy_lag:
             actor.load_state_dict(versions[0])
 
@@ -824,18 +900,19 @@ if __name__ == "__main__":
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
                 chunk_h[step // args.bptt_len] = next_lstm_state[0][0]
                 chunk_c[step // args.bptt_len] = next_lstm_state[1][0]
-            global_step += E
+            global_step += args.num_envs
             obs[step] = next_obs
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            learner[step] = torch.as_tensor(is_learner, dtype=torch.float32, device=device)
+            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
 
             # ALGO LOGIC: action logic
-            with torch.no_grad():
+            with torch.inference_mode():
                 prev_state = next_lstm_state
                 action, logprob, _, value, next_lstm_state = actor.get_action_and_value(
-                    next_obs, prev_state, next_done, next_mask
+                    next_obs, prev_state, next_done, active[step], next_mask
                 )
                 values[step] = value.flatten()
                 for k in np.unique(opponent_index[opponent_kind == PAST]):  # past versions drive their side
@@ -845,6 +922,7 @@ if __name__ == "__main__":
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
                         next_done[rows],
+                        team_acts[rows],
                         next_mask[rows],
                     )
                     action[rows] = past_action
@@ -885,20 +963,27 @@ if __name__ == "__main__":
                 finished["length"].append(info["game_length"][over])
                 finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                for k in opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)]:
-                    pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beats past version i
-                # next game of each finished env: latest vs latest, or (past slots) vs a sampled past version
-                past = over[over < num_past_slots]
+                beaten += opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)].tolist()
+                # each new game is against a past version with probability past_fraction, else latest vs latest
+                vs_past = rng.random(over.size) < args.past_fraction
+                past = over[vs_past] if pool.keys else over[:0]
                 opponent_kind[over] = LATEST
-                if len(pool.keys) > 0 and past.size > 0:
+                if past.size > 0:
                     opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
                     learner_side[past] = rng.integers(S, size=past.size)
                 if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
-                    other = over[over >= num_past_slots]
+                    other = over[~vs_past]
                     vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
                     opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.integers(len(references), size=vs_bot.size)
                     learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
                 is_learner = learner_rows(opponent_kind, learner_side, S, N)
+
+        if world_size > 1:  # every process applies the quality updates of every process, in rank order
+            gathered = [None] * world_size
+            dist.all_gather_object(gathered, beaten)
+            beaten = [k for part in gathered for k in part]
+        for k in beaten:
+            pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beat past version i
 
         if finished["kind"]:
             finished = {key: np.concatenate(value) for key, value in finished.items()}
@@ -913,26 +998,17 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            next_value = actor.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
-            advantages = torch.zeros_like(rewards).to(device)
-            lastgaelam = 0
-            for t in reversed(range(args.num_steps)):
-                if t == args.num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
-                else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            everyone = torch.ones(P, dtype=torch.bool, device=device)
+            next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
+            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
         # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)
         b_obs, b_masks, b_actions, b_logprobs, b_dones, b_advantages, b_returns, b_values = (
             to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, advantages, returns, values)
         )
-        b_pg_w = to_sequences(acting * learner, args.bptt_len)  # the policy learns from its own applied actions only
-        b_v_w = to_sequences(learner, args.bptt_len)
+        b_pg_w = to_sequences(acting * active, args.bptt_len)  # the policy learns from its own applied actions only
+        b_active = to_sequences(active, args.bptt_len)  # the value learns where the network ran
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -948,10 +1024,11 @@ if __name__ == "__main__":
                     b_obs[:, mb].reshape((-1,) + obs_shape),
                     (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
                     b_dones[:, mb].reshape(-1),
+                    b_active[:, mb].reshape(-1),
                     b_masks[:, mb].reshape(-1, A),
                     b_actions[:, mb].reshape(-1),
                 )
-                pg_w, v_w = b_pg_w[:, mb].reshape(-1), b_v_w[:, mb].reshape(-1)
+                pg_w, v_w = b_pg_w[:, mb].reshape(-1), b_active[:, mb].reshape(-1).float()
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
                 logratio = newlogprob - b_logprobs[:, mb].reshape(-1)
                 ratio = logratio.exp()
@@ -990,6 +1067,9 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
+                for param in agent.parameters() if world_size > 1 else ():  # the mean gradient of all processes
+                    dist.all_reduce(param.grad)
+                    param.grad /= world_size
                 if args.clip_grad_per_param:  # OpenAI Five: each entry to +-5 sqrt(v), v of the unclipped gradients
                     grad_steps += 1
                     beta2 = optimizer.defaults["betas"][1]
@@ -1001,23 +1081,31 @@ if __name__ == "__main__":
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
+            if args.target_kl is not None and world_size > 1:  # every process stops after the same epoch
+                dist.all_reduce(approx_kl)
+                approx_kl /= world_size
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from this rollout's learner rows
-            agent.update_obs_stats(obs[learner.bool()])
+        if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from the rows the network saw
+            agent.update_obs_stats(obs[active])
+            for buffer in agent.buffers() if world_size > 1 else ():  # rank 0's statistics in every process
+                dist.broadcast(buffer, 0)
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
         # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
         with torch.no_grad():
-            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done)
+            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, everyone)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
+        if world_size > 1:  # a fault in any process stops them all
+            finite = finite.float()
+            dist.all_reduce(finite, dist.ReduceOp.MIN)
         if not finite:
             fault_stop(iteration, last_checkpoint)
 
-        y_pred, y_true = b_values.flatten(), b_returns.flatten()
+        y_pred, y_true = values[active], returns[active]
         var_y = y_true.var()
         explained_var = np.nan if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
 
@@ -1031,15 +1119,16 @@ if __name__ == "__main__":
             writer.add_histogram("league/opponent_probabilities", probs, global_step)
 
         # TrueSkill evaluation against the fixed references
-        if iteration % args.eval_every == 0 or iteration in (1, args.num_iterations):  # 1: the operated policy
+        # 1: the operated policy
+        if rank == 0 and (iteration % args.eval_every == 0 or iteration in (1, args.num_iterations)):
             video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
-            results = play_references(agent, args, evaluator, evaluator.choose(), device, rng, video_path)
+            results = play_references(agent, args, evaluator, evaluator.choose(), device, eval_rng, video_path)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
             writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
             for name, (win, _, _) in results.items():
                 writer.add_scalar(f"eval/winrate_{name}", win, global_step)
-            if not args.quiet:
+            if verbose:
                 print(
                     f"eval time={time.time() - launch_time:.1f}s global_step={global_step} "
                     f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} "
@@ -1062,34 +1151,42 @@ if __name__ == "__main__":
         writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+        if verbose and (time.time() - last_print > 10 or iteration in (start_iteration + 1, args.num_iterations)):
             last_print = time.time()
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
-        # checkpoint: everything the next update depends on
+        # checkpoint: everything the next update depends on, each process's games and generators gathered by rank 0
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
+            local = {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
+            local["return_moments"] = (return_mean, return_var, return_count)
+            if hasattr(envs, "state_dict"):  # the world and the games in progress
+                local["world"] = envs.state_dict()
+                local |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
+                local |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
+                local |= {"game_scores": game_scores, "side": learner_side, "opponent_kind": opponent_kind}
+                local |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
+                local["new_actions_on"] = new_actions_on
+            ranks = [local] * world_size
+            if world_size > 1:
+                dist.gather_object(local, ranks if rank == 0 else None, 0)
             state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
             state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
             state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
-            state |= {"return_moments": (return_mean, return_var, return_count), "pool": pool.state_dict()}
-            state |= {"past_agents": [past.state_dict() for past in past_agents]}
-            state |= {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
-            if hasattr(envs, "state_dict"):  # the world and the games in progress
-                state["world"] = envs.state_dict()
-                state |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
-                state |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
-                state |= {"game_scores": game_scores, "learner_side": learner_side, "opponent_kind": opponent_kind}
-                state |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
-                state["new_actions_on"] = new_actions_on
+            state |= {"pool": pool.state_dict(), "past_agents": [past.state_dict() for past in past_agents]}
+            state |= {"eval_generator": eval_rng.bit_generator.state, "ranks": ranks}
             writer.flush()  # everything logged up to this update is on disk with the checkpoint
-            atomic_save(state, checkpoint_path)
+            if rank == 0:
+                atomic_save(state, checkpoint_path)
             last_checkpoint = checkpoint_path
 
-    if args.save_model:
+    if args.save_model and rank == 0:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
         atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
 
     writer.close()
-    print(f"params_sha256={params_sha256(agent)}")
+    if world_size > 1:
+        dist.destroy_process_group()
+    if rank == 0:
+        print(f"params_sha256={params_sha256(agent)}")

@@ -3,7 +3,9 @@ with sigma = 25/3, beta = sigma / 2, tau = 0, draw probability 0.02; fixed refer
 mu = 0; the evaluated agent plays only references within 10 points and only its own rating moves) and past-opponent
 sampling (Appendix N: qualities q, p_i proportional to exp(q_i), q_i -= eta / (N p_i) when the current agent wins)."""
 
-from collections.abc import Iterable
+import json
+import os
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import trueskill
@@ -67,6 +69,21 @@ def rating_from_dict(d: dict[str, float]) -> trueskill.Rating:
 
 def _to_dict(rating: trueskill.Rating) -> dict[str, float]:
     return {"mu": float(rating.mu), "sigma": float(rating.sigma)}
+
+
+def cached_ratings(path: str, compute: Callable[[], dict[str, trueskill.Rating]]) -> dict[str, trueskill.Rating]:
+    """The ratings kept in the JSON file ``path``; where there is none (or it cannot be read), ``compute()``'s, written
+    there atomically (a temporary file, then a rename), so that runs in parallel never see half a file."""
+    try:
+        with open(path) as f:
+            return {k: rating_from_dict(r) for k, r in json.load(f).items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        ratings = compute()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(f"{path}.{os.getpid()}.tmp", "w") as f:
+        json.dump({k: _to_dict(r) for k, r in ratings.items()}, f)
+    os.replace(f"{path}.{os.getpid()}.tmp", path)
+    return ratings
 
 
 class ReferenceEvaluator:

@@ -1,6 +1,7 @@
 """cleanfive/ppo_lstm_selfplay.py: the recipe's maths against direct computations, and tiny end-to-end runs."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,9 @@ WEIGHTS = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references"
 WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--score-weights", "win=0.5"]}
 BOTS = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
 BOTS += ["--references", "greedy", "lookahead"]
+# evaluation draws from generators of its own: how often it runs does not change the training
+EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
+EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
 
 
 def run(tmp_path, *flags):
@@ -78,6 +82,7 @@ def driven(tmp_path_factory):
     cases |= {("lag", *k): (root / f"lag_{k[0]}_{k[1]}", [*LAG, *f]) for k, f in LAG_RUNS.items()}
     cases |= {("weights", k): (root / f"weights_{k}", [*WEIGHTS, *f]) for k, f in WEIGHT_RUNS.items()}
     cases["bots"] = (root / "bots", BOTS)
+    cases |= {("evals", k): (root / f"evals_{k}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -85,7 +90,7 @@ def driven(tmp_path_factory):
 def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     result, tmp_path = driven["smoke", env_id]
     assert result.returncode == 0, result.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
@@ -160,7 +165,7 @@ def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     learner wins few games; had the learner driven both sides, it would win about half (it plays either side)."""
     result, tmp_path = driven["bots"]
     assert result.returncode == 0, result.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     assert "league/winrate_vs_past" not in events.Tags()["scalars"]
@@ -180,6 +185,33 @@ def test_score_weights_override_the_worlds_weights(driven):
     default, same, half = model("default"), model("same"), model("half")
     assert all(torch.equal(default[k], same[k]) for k in default)
     assert not all(torch.equal(default[k], half[k]) for k in default)
+
+
+def test_evaluation_settings_do_not_change_training(driven):
+    often, rarely = driven["evals", "often"][0], driven["evals", "rarely"][0]
+    assert often.returncode == 0 and rarely.returncode == 0, often.stderr + rarely.stderr
+    assert often.stdout.count("eval time=") == 3 and rarely.stdout.count("eval time=") == 1
+    assert often.stdout.splitlines()[-1] == rarely.stdout.splitlines()[-1]  # params_sha256=...
+
+
+def torchrun(cwd, *flags):
+    cwd.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*command, *flags], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_torchrun_two_processes_repeat_bit_for_bit_and_resume_only_with_two(tmp_path):
+    flags = [*TINY, "--past-fraction", "0.5", "--save-every", "1"]
+    first, second = torchrun(tmp_path / "a", *flags), torchrun(tmp_path / "b", *flags)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-3000:] + second.stderr[-3000:]
+    hashes = [[x for x in r.stdout.splitlines() if x.startswith("params_sha256=")] for r in (first, second)]
+    assert len(hashes[0]) == 1 and hashes[0] == hashes[1]  # printed once, by rank 0
+    assert first.stdout.count("eval time=") == 2  # rank 0 evaluates, at update 2 and at the last
+    (run_dir,) = (tmp_path / "a" / "runs").glob("*__*__*")
+    assert (run_dir / "rank1").is_dir()  # rank 1's own games are logged beside rank 0's
+    resumed = run(tmp_path / "a", "--resume", str(run_dir / "checkpoint.pt"))
+    assert resumed.returncode == 2 and "resume with as many processes" in resumed.stderr
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -254,13 +286,14 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
     agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
     state = (torch.zeros(1, 2 * N, 16), torch.zeros(1, 2 * N, 16))
     x, done, mask = torch.randn(2 * N, obs_size), torch.zeros(2 * N), torch.ones(2 * N, 4, dtype=torch.bool)
-    agent.get_action_and_value(x, state, done, mask)
+    active = torch.ones(2 * N, dtype=torch.bool)
+    agent.get_action_and_value(x, state, done, active, mask)
     with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
-        hidden, _ = agent.get_states(x, state, done)
+        hidden, _ = agent.get_states(x, state, done, active)
         agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
         assert not agent.actor(hidden).isfinite().all()  # what the finite check after each update looks at
     mask[:, 0] = False
-    action, _, _, _, _ = agent.get_action_and_value(x, state, done, mask)
+    action, _, _, _, _ = agent.get_action_and_value(x, state, done, active, mask)
     assert 1 <= action[0] < 4  # the first hero's logits are +inf: it samples among its legal actions
     with pytest.raises(SystemExit) as stop:
         script.fault_stop(7, "runs/r/checkpoint.pt")
@@ -287,3 +320,76 @@ def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     same = torch.zeros(N, obs_size)
     features = agent.embed(same)
     assert not torch.allclose(features[0, :-pool], features[1, :-pool])
+
+
+def one_step_at_a_time(agent, x, state, done, active):
+    """The LSTM over every hero, one step at a time: a hero whose team waits keeps its state and outputs zeros."""
+    hidden = agent.embed(x).reshape(done.shape + (-1,))
+    (h, c), outputs = state, []
+    for t in range(done.shape[0]):
+        keep, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
+        out, (new_h, new_c) = agent.lstm(hidden[t : t + 1], (keep * h, keep * c))
+        h, c = torch.where(acts, new_h, keep * h), torch.where(acts, new_c, keep * c)
+        outputs.append(torch.where(acts, out, 0.0))
+    return torch.cat(outputs).flatten(0, 1), (h, c)
+
+
+@pytest.mark.parametrize("waiting", [0.0, 0.5])
+def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, waiting):
+    """get_states runs the LSTM over stretches of steps without a reset in one call and, on steps where some team
+    waits, over the active heroes only; that must equal one step at a time over everyone, where a waiting hero's
+    state carries over."""
+    torch.manual_seed(0)
+    T, teams, N, obs_size = 12, 6, 2, 5
+    agent = script.Agent(obs_size, num_actions=3, num_heroes=N, hidden_size=16)
+    x = torch.randn(T * teams * N, obs_size)
+    state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
+    done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1)
+    active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
+    active[:4] = True  # a stretch with every team active
+    got, (h, c) = agent.get_states(x, state, done.flatten(), active.flatten())
+    want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(c, want_c, rtol=1e-5, atol=1e-5)
+
+
+def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam):
+    """GAE decision by decision: from each active step t to the hero's next active step u (or the bootstrap after
+    the rollout), R = the rewards discounted per step, cut where a game ends; delta = R + gamma^(u - t) V(u) - V(t);
+    A(t) = delta + (gamma^(u - t) lambda) A(u)."""
+    T, P = rewards.shape
+    dones = np.concatenate([dones, next_done[None]])
+    value = np.concatenate([values, next_value[None]])
+    advantages = np.zeros((T, P))
+    for p in range(P):
+        for t in reversed(np.flatnonzero(active[:, p])):
+            total, u, ended = 0.0, t, False
+            while True:
+                total += gamma ** (u - t) * rewards[u, p]
+                u += 1
+                ended = bool(dones[u, p])
+                if ended or u == T or active[u, p]:
+                    break
+            advantages[t, p] = total - values[t, p]
+            if not ended:
+                advantages[t, p] += gamma ** (u - t) * (value[u, p] + (lam * advantages[u, p] if u < T else 0.0))
+    return advantages
+
+
+def test_gae_with_waiting_steps_discounts_lambda_per_decision(script):
+    rng = np.random.default_rng(3)
+    T, P, gamma, lam = 20, 6, 0.97, 0.9
+    rewards, values = rng.normal(size=(T, P)), rng.normal(size=(T, P))
+    dones = (rng.random((T, P)) < 0.1).astype(float)
+    active = rng.random((T, P)) < 0.6
+    next_value, next_done = rng.normal(size=P), (rng.random(P) < 0.2).astype(float)
+    tensors = [torch.as_tensor(a) for a in (rewards, values, dones, active, next_value[None], next_done)]
+    advantages, filled = script.gae(*tensors, gamma, lam)
+    want = direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam)
+    np.testing.assert_allclose(advantages.numpy()[active], want[active], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(filled.numpy()[active], values[active])  # the decisions keep their values
+    all_active = script.gae(*tensors[:3], torch.ones(T, P, dtype=torch.bool), *tensors[4:], gamma, lam)[0]
+    everyone = np.ones((T, P), dtype=bool)
+    want_plain = direct_semi_mdp_advantages(rewards, values, dones, everyone, next_value, next_done, gamma, lam)
+    np.testing.assert_allclose(all_active.numpy(), want_plain, rtol=1e-6, atol=1e-6)  # plain GAE when all decide
