@@ -281,27 +281,23 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only (a team of which no hero acts, e.g. the side that waits
-        # for the other's move in a board game, or the past versions' heroes): their LSTM state carries over
+        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
+        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
         batch_size = lstm_state[0].shape[1]
         hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
         hidden[active] = self.embed(x[active])
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        everyone, resets = active.all(1).tolist(), done.any(1).tolist()
-        (h, c), outputs, t = lstm_state, [], 0
-        while t < len(everyone):
-            h, c = (1.0 - done[t]).view(1, -1, 1) * h, (1.0 - done[t]).view(1, -1, 1) * c  # a game ended: reset
-            if everyone[t]:  # one LSTM call over the steps until the next reset or inactive team
-                end = next((u for u in range(t + 1, len(everyone)) if resets[u] or not everyone[u]), len(everyone))
-                out, (h, c) = self.lstm(hidden[t:end], (h, c))
-            else:  # one step over the active heroes only
-                end, rows = t + 1, active[t].nonzero().squeeze(1)
-                out_rows, (h_rows, c_rows) = self.lstm(hidden[t : t + 1, rows], (h[:, rows], c[:, rows]))
-                out = torch.zeros_like(h).index_copy(1, rows, out_rows)
-                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
-            outputs.append(out)
-            t = end
+        # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
+        cuts = ((active[1:] != active[:-1]).any(1) | (done[1:] > 0).any(1)).tolist()
+        starts = [0] + [t + 1 for t, cut in enumerate(cuts) if cut]
+        (h, c), outputs = lstm_state, []
+        for start, end in zip(starts, starts[1:] + [len(done)], strict=True):
+            h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
+            rows = active[start].nonzero().squeeze(1)
+            out, (h_rows, c_rows) = self.lstm(hidden[start:end, rows], (h[:, rows], c[:, rows]))
+            outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
+            h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
         return torch.cat(outputs).flatten(0, 1), (h, c)
 
     def get_value(self, x, lstm_state, done, active):

@@ -80,7 +80,8 @@ class Args:
     target_kl: float | None = None  # the target KL divergence threshold
     # staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)
     policy_lag: int = 0
-    hidden_size: int = 256  # width of the MLP encoder and of the LSTM
+    # width of the MLP encoder and of the LSTM (default: the world's, 128 in the team worlds, 256 in the board games)
+    hidden_size: int | None = None
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
 
@@ -253,27 +254,23 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only (a team of which no hero acts, e.g. the side that waits
-        # for the other's move in a board game, or the past versions' heroes): their LSTM state carries over
+        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
+        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
         batch_size = lstm_state[0].shape[1]
         hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
         hidden[active] = self.embed(x[active])
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        everyone, resets = active.all(1).tolist(), done.any(1).tolist()
-        (h, c), outputs, t = lstm_state, [], 0
-        while t < len(everyone):
-            h, c = (1.0 - done[t]).view(1, -1, 1) * h, (1.0 - done[t]).view(1, -1, 1) * c  # a game ended: reset
-            if everyone[t]:  # one LSTM call over the steps until the next reset or inactive team
-                end = next((u for u in range(t + 1, len(everyone)) if resets[u] or not everyone[u]), len(everyone))
-                out, (h, c) = self.lstm(hidden[t:end], (h, c))
-            else:  # one step over the active heroes only
-                end, rows = t + 1, active[t].nonzero().squeeze(1)
-                out_rows, (h_rows, c_rows) = self.lstm(hidden[t : t + 1, rows], (h[:, rows], c[:, rows]))
-                out = torch.zeros_like(h).index_copy(1, rows, out_rows)
-                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
-            outputs.append(out)
-            t = end
+        # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
+        cuts = ((active[1:] != active[:-1]).any(1) | (done[1:] > 0).any(1)).tolist()
+        starts = [0] + [t + 1 for t, cut in enumerate(cuts) if cut]
+        (h, c), outputs = lstm_state, []
+        for start, end in zip(starts, starts[1:] + [len(done)], strict=True):
+            h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
+            rows = active[start].nonzero().squeeze(1)
+            out, (h_rows, c_rows) = self.lstm(hidden[start:end, rows], (h[:, rows], c[:, rows]))
+            outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
+            h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
         return torch.cat(outputs).flatten(0, 1), (h, c)
 
     def get_value(self, x, lstm_state, done, active):
@@ -416,7 +413,6 @@ if __name__ == "__main__":
     for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
-    check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
     # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its share of the games and its own seeds,
@@ -434,6 +430,8 @@ if __name__ == "__main__":
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
+    args.hidden_size = args.hidden_size or envs.DEFAULT_HIDDEN_SIZE
+    check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
@@ -518,7 +516,8 @@ if __name__ == "__main__":
     else:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
-    if verbose:
+    if verbose:  # the world's own defaults where no flag was given
+        print(f"{args.env_id}: {N} heroes a side, --hidden-size {args.hidden_size}, score weights {score_weights}")
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     if saved:

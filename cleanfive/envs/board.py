@@ -210,6 +210,7 @@ class BoardTeamEnv:
     seconds_per_step: float = 1.0
     score_names: tuple[str, ...] = ("win",)
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 1.0}
+    DEFAULT_HIDDEN_SIZE: int = 256  # the width of the kept Connect Four benchmarks
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, env_id: str, num_envs: int, seed: int):

@@ -55,6 +55,7 @@ class FootballTeamEnv:
     seconds_per_step = 0.1  # VMAS football's dt
     score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball")  # a goal wins the game
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+    DEFAULT_HIDDEN_SIZE: int = 128  # the width of the kept football benchmark
     bot_names: tuple[str, ...] = ("random", "chase")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):

@@ -259,6 +259,7 @@ class MobaTeamEnv:
     seconds_per_step: float = STEP_SECONDS
     score_names: tuple[str, ...] = SCORE_NAMES
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = DEFAULT_SCORE_WEIGHTS
+    DEFAULT_HIDDEN_SIZE: int = 128  # the width every kept lane-world learning benchmark used
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, version: int = 0):
