@@ -264,11 +264,13 @@ class Agent(nn.Module):
         # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
         cuts = ((active[1:] != active[:-1]).any(1) | (done[1:] > 0).any(1)).tolist()
         starts = [0] + [t + 1 for t, cut in enumerate(cuts) if cut]
+        bounds = list(zip(starts, starts[1:] + [len(done)], strict=True))
+        stretches = hidden.split([end - start for start, end in bounds])  # split: its backward is one concatenation
         (h, c), outputs = lstm_state, []
-        for start, end in zip(starts, starts[1:] + [len(done)], strict=True):
+        for (start, end), stretch in zip(bounds, stretches, strict=True):
             h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
             rows = active[start].nonzero().squeeze(1)
-            out, (h_rows, c_rows) = self.lstm(hidden[start:end, rows], (h[:, rows], c[:, rows]))
+            out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
             outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
             h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
         return torch.cat(outputs).flatten(0, 1), (h, c)
