@@ -190,29 +190,38 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None):
-    """Per-cell MultiDiscrete over ACTION_DIMS; logits and mask (B, HW, 78), action (B, HW, 7).
+    """MultiDiscrete over ACTION_DIMS of N cells that issue an action; logits and mask (N, 78), action (N, 7).
 
     Samples from the masked logits (illegal entries set to MASK_VALUE) if `sample_masked`, else from the raw logits.
     Log-prob and entropy come from the masked logits if `score_masked` (invalid action masking: renormalised over
     legal entries, illegal entries carry no entropy and no gradient) or from the raw logits (naive masking, penalty).
-    When sampling masked, cells without an available own unit issue NOOP and are left out of log-prob and entropy.
-    Returns action, log-prob and entropy, each summed over components and cells: (B, HW, 7), (B,), (B,).
+    Returns action, and log-prob and entropy summed over components, per cell: (N, 7), (N,), (N,).
     """
     masked = logits.masked_fill(~mask, MASK_VALUE)
-    cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
     if action is None:  # Gumbel-max: one categorical sample per component and cell
         noisy = (masked if sample_masked else logits) - torch.log(-torch.log(torch.rand_like(logits)))
-        action = torch.stack([c.argmax(-1) for c in noisy.split(ACTION_DIMS, -1)], -1) * cells.unsqueeze(-1)
-    # score only the cells that issue an action: (N, 78) rows, summed back per batch row at the end
-    score, legal, acted = (masked if score_masked else logits)[cells], mask[cells], action[cells]
+        action = torch.stack([c.argmax(-1) for c in noisy.split(ACTION_DIMS, -1)], -1)
     logprob, entropy = 0.0, 0.0
-    for i, (lg, m) in enumerate(zip(score.split(ACTION_DIMS, -1), legal.split(ACTION_DIMS, -1), strict=True)):
+    score = masked if score_masked else logits
+    for i, (lg, m) in enumerate(zip(score.split(ACTION_DIMS, -1), mask.split(ACTION_DIMS, -1), strict=True)):
         logp = torch.log_softmax(lg, -1)
-        logprob = logprob + logp.gather(-1, acted[:, i : i + 1]).squeeze(-1)
+        logprob = logprob + logp.gather(-1, action[:, i : i + 1]).squeeze(-1)
         p_logp = logp.exp() * logp
         entropy = entropy - (p_logp.where(m, 0.0) if score_masked else p_logp).sum(-1)
-    row, zeros = cells.nonzero()[:, 0], logits.new_zeros(logits.shape[0])
-    return action, zeros.index_add(0, row, logprob), zeros.index_add(0, row, entropy)
+    return action, logprob, entropy
+
+
+def transposed_conv_at(up, h, b, y, x):
+    """`up` (ConvTranspose2d: kernel 3, stride 2, padding 1, output padding 1) on h (B, C, H, W) at the output cells
+    (b, y, x) only: (N, out). A transposed convolution is a convolution, kernel flipped, of its input spread out with
+    zeros between the cells; each output cell reads a 3x3 patch of that."""
+    B, C, H, W = h.shape
+    spread = h.new_zeros(B, 2 * H + 2, 2 * W + 2, C)  # input cell (i, j) at (2i + 1, 2j + 1), channels last
+    spread[:, 1:-1:2, 1:-1:2] = h.permute(0, 2, 3, 1)
+    k = torch.arange(3, device=h.device)
+    patches = spread[b[:, None, None], y[:, None, None] + k[:, None], x[:, None, None] + k]  # (N, 3, 3, C)
+    weight = up.weight.flip(2, 3).permute(1, 2, 3, 0).flatten(1)  # (C, out, 3, 3) -> (out, 3 * 3 * C)
+    return nn.functional.linear(patches.flatten(1), weight, up.bias)
 
 
 def action_stats(obs, mask, action):
@@ -266,10 +275,23 @@ class Agent(nn.Module):
         return self.critic(self.encoder(x.permute(0, 3, 1, 2)))
 
     def get_action_and_value(self, x, mask, sample_masked, score_masked, action=None):
+        """Action (B, HW, 7), log-prob and entropy summed over the cells that issue an action (B,), value (B, 1).
+        When sampling masked, cells without an available own unit issue NOOP, are left out of log-prob and entropy,
+        and get no logits: the decoder's last layer runs only at the cells that act (a few per map)."""
         hidden = self.encoder(x.permute(0, 3, 1, 2))  # (B, H, W, 27) -> (B, 27, H, W)
-        logits = self.actor(hidden).permute(0, 2, 3, 1).reshape(mask.shape)  # (B, HW, 78), cell = y * W + x
-        action, logprob, entropy = gridnet_distribution(logits, mask, sample_masked, score_masked, action)
-        return action, logprob, entropy, self.critic(hidden)
+        cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
+        b, c = cells.nonzero(as_tuple=True)  # (N,) batch rows and cells (cell = y * W + x) that issue an action
+        up, features = self.actor[-1], self.actor[:-1](hidden)
+        if sample_masked:
+            logits = transposed_conv_at(up, features, b, c // x.shape[2], c % x.shape[2])  # (N, 78)
+        else:  # every cell acts: the whole transposed convolution
+            logits = up(features).permute(0, 2, 3, 1).flatten(0, 2)  # (B * HW, 78)
+        acted = None if action is None else action[b, c]
+        acted, logprob, entropy = gridnet_distribution(logits, mask[b, c], sample_masked, score_masked, acted)
+        if action is None:
+            action = torch.zeros_like(mask[..., : len(ACTION_DIMS)], dtype=torch.long).index_put((b, c), acted)
+        zeros = logits.new_zeros(x.shape[0])
+        return action, zeros.index_add(0, b, logprob), zeros.index_add(0, b, entropy), self.critic(hidden)
 
 
 def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_masked, score_masked):

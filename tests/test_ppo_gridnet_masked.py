@@ -16,7 +16,14 @@ from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.microrts import ACTION_DIMS, MASK_SIZE, NUM_PLANES
-from cleanfive.ppo_gridnet_masked import MASK_VALUE, Agent, action_stats, gridnet_distribution, num_stages
+from cleanfive.ppo_gridnet_masked import (
+    MASK_VALUE,
+    Agent,
+    action_stats,
+    gridnet_distribution,
+    num_stages,
+    transposed_conv_at,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_gridnet_masked.py"
 OFFSETS = np.cumsum((0,) + ACTION_DIMS[:-1])
@@ -35,6 +42,18 @@ def random_case(seed, batch=3, cells=5):
     mask[:, 0] = False
     mask[:, 1, OFFSETS[4] : OFFSETS[6]] = False
     return logits, mask
+
+
+def distribution(logits, mask, sample_masked, score_masked, action=None):
+    """gridnet_distribution at the cells that act, selected and summed back per batch row as the Agent does (every
+    cell acts unless sampling masked): logits, mask (B, C, 78) -> action (B, C, 7), log-prob and entropy (B,)."""
+    cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
+    b, c = cells.nonzero(as_tuple=True)
+    acted = None if action is None else action[b, c]
+    acted, logprob, entropy = gridnet_distribution(logits[b, c], mask[b, c], sample_masked, score_masked, acted)
+    action = torch.zeros_like(mask[..., :7], dtype=torch.long).index_put((b, c), acted) if action is None else action
+    zeros = logits.new_zeros(logits.shape[0])
+    return action, zeros.index_add(0, b, logprob), zeros.index_add(0, b, entropy)
 
 
 def direct(logits, mask, action, masked):
@@ -61,7 +80,7 @@ def direct(logits, mask, action, masked):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_masked_distribution_matches_direct_computation(seed):
     logits, mask = random_case(seed)
-    action, logprob, entropy = gridnet_distribution(logits, mask, True, True)
+    action, logprob, entropy = distribution(logits, mask, True, True)
     legal = mask.gather(-1, action + torch.as_tensor(OFFSETS))
     has_legal = torch.stack([m.any(-1) for m in mask.split(ACTION_DIMS, -1)], -1)
     assert legal[has_legal].all(), "a masked sample picked an illegal entry"
@@ -70,20 +89,20 @@ def test_masked_distribution_matches_direct_computation(seed):
     np.testing.assert_allclose(logprob.numpy(), want_logprob, rtol=1e-9)
     np.testing.assert_allclose(entropy.numpy(), want_entropy, rtol=1e-9)
     # scoring given actions reproduces the sampled log-prob
-    _, logprob2, _ = gridnet_distribution(logits, mask, True, True, action)
+    _, logprob2, _ = distribution(logits, mask, True, True, action)
     np.testing.assert_allclose(logprob2.numpy(), logprob.numpy())
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_naive_and_unmasked_distributions_use_all_entries(seed):
     logits, mask = random_case(seed)
-    action, logprob, entropy = gridnet_distribution(logits, mask, True, False)  # naive: sample masked
+    action, logprob, entropy = distribution(logits, mask, True, False)  # naive: sample masked
     assert mask.gather(-1, action + torch.as_tensor(OFFSETS))[:, 2:].all()
     want_logprob, want_entropy = direct(logits, mask, action, masked=False)
     np.testing.assert_allclose(logprob.numpy(), want_logprob, rtol=1e-9)
     np.testing.assert_allclose(entropy.numpy(), want_entropy, rtol=1e-9)
     # penalty: no mask at all, every cell counts (cell 0 included)
-    action, logprob, entropy = gridnet_distribution(logits, mask, False, False)
+    action, logprob, entropy = distribution(logits, mask, False, False)
     want_logprob, want_entropy = direct(logits, torch.ones_like(mask), action, masked=False)
     np.testing.assert_allclose(logprob.numpy(), want_logprob, rtol=1e-9)
     np.testing.assert_allclose(entropy.numpy(), want_entropy, rtol=1e-9)
@@ -91,11 +110,11 @@ def test_naive_and_unmasked_distributions_use_all_entries(seed):
 
 def test_masked_logits_get_exactly_zero_gradient_and_naive_ones_do_not():
     logits, mask = random_case(3)
-    action, _, _ = gridnet_distribution(logits, mask, True, True)
+    action, _, _ = distribution(logits, mask, True, True)
     grads = {}
     for name, score_masked in [("masking", True), ("naive", False)]:
         x = logits.clone().requires_grad_(True)
-        _, logprob, entropy = gridnet_distribution(x, mask, True, score_masked, action)
+        _, logprob, entropy = distribution(x, mask, True, score_masked, action)
         (logprob.sum() + 0.01 * entropy.sum()).backward()
         grads[name] = x.grad
     available = mask.any(-1, keepdim=True)
@@ -115,7 +134,7 @@ def test_masked_value_is_large_negative_and_sampling_never_picks_it():
     for o in OFFSETS[1:]:
         mask[..., o] = True
     for _ in range(20):
-        action, _, entropy = gridnet_distribution(logits, mask, True, True)
+        action, _, entropy = distribution(logits, mask, True, True)
         assert action[0, 0, 0] == 0
     assert entropy.item() == 0.0  # a single legal entry per component: no entropy
 
@@ -161,6 +180,27 @@ def test_encoder_decoder_stages_and_shapes(size, stages):
         mask = torch.ones(2, h * w, MASK_SIZE, dtype=torch.bool)
         action, logprob, entropy, value = agent.get_action_and_value(obs, mask, True, True)
         assert action.shape == (2, h * w, 7) and logprob.shape == entropy.shape == (2,) and value.shape == (2, 1)
+
+
+@pytest.mark.parametrize("size", [(16, 16), (4, 4), (8, 6)])
+def test_logits_at_the_acting_cells_match_the_whole_transposed_conv(size):
+    h, w = size
+    torch.manual_seed(0)
+    agent = Agent(h, w)
+    torch.nn.init.normal_(agent.actor[-1].weight)  # logits of order 1, not 0.01
+    obs = (torch.rand(3, h, w, NUM_PLANES) < 0.3).float()
+    features = agent.actor[:-1](agent.encoder(obs.permute(0, 3, 1, 2)))
+    full = agent.actor[-1](features).permute(0, 2, 3, 1)  # (B, H, W, 78)
+    b, y, x = (i.flatten() for i in torch.meshgrid(torch.arange(3), torch.arange(h), torch.arange(w), indexing="ij"))
+    torch.testing.assert_close(transposed_conv_at(agent.actor[-1], features, b, y, x), full[b, y, x])
+    # the agent scores the sampled actions as the distribution does on the whole logits
+    mask = (torch.rand(3, h * w, MASK_SIZE) < 0.5) & (torch.rand(3, h * w, 1) < 0.3)
+    for sample_masked, score_masked in [(True, True), (True, False), (False, False)]:
+        action, logprob, entropy, _ = agent.get_action_and_value(obs, mask, sample_masked, score_masked)
+        want = distribution(full.reshape(3, h * w, MASK_SIZE), mask, sample_masked, score_masked, action)
+        torch.testing.assert_close((logprob, entropy), want[1:])
+        if sample_masked:
+            assert (action[~mask.any(-1)] == 0).all(), "a cell without an available unit must issue NOOP"
 
 
 needs_java = pytest.mark.skipif(
