@@ -151,24 +151,27 @@ def shown(argv: list[str], base: Path | None = None, peers: Path | None = None) 
     return shlex.join(words)
 
 
-def run_case(case: str, args, base: Path | None) -> None:
-    """Run A and B of ``case`` alternately and keep them in ``--results``/<case>.json."""
+def run_case(case: str, args, base: Path | None) -> dict | None:
+    """Run A and B of ``case`` alternately and keep them in ``--results``/<case>.json (None: the case cannot run
+    here)."""
     _, _, steps, updates = CASES[case]
     commands = sides(case, args, steps * (args.updates or updates), base)
     if isinstance(commands, str):
         print(f"{case}: skipped: {commands}", flush=True)
-        return
+        return None
     load_start, runs = os.getloadavg()[0], [[], []]
     for round_ in range(args.rounds):
         for s, kept in zip(commands, runs, strict=True):
             kept.append(measure(s))
             print(f"  {case} round {round_ + 1} {s['label']}: {kept[-1]['sps']:.0f} steps/s", flush=True)
-    result = {"case": case, "updates": args.updates or updates, "load_start": load_start, "sides": []}
+    result = {"case": case, "updates": args.updates or updates, "rounds": args.rounds, "sides": []}
     for s, r in zip(commands, runs, strict=True):
         result["sides"].append({"label": s["label"], "command": shown(s["argv"], base, args.peers), "runs": r})
     result |= {"code": pv.code_version("cleanfive"), "date": pv.now(), "machine": pv.machine()}
+    result |= {"load_start": load_start, "load": os.getloadavg()[0]}
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / f"{case}.json").write_text(json.dumps(result | {"load": os.getloadavg()[0]}, indent=1) + "\n")
+    (args.results / f"{case}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def row(kept: dict) -> str:
@@ -183,15 +186,17 @@ def row(kept: dict) -> str:
 
 def main() -> None:
     args = PARSER.parse_args()
+    pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (the last one is left out)")
     if not args.no_docs:
         pv.markers(DOC, "speed")
     started, load_start = time.time(), os.getloadavg()[0]
-    if not args.from_results:
+    if args.from_results:
+        settings = {case: {"updates": args.updates or CASES[case][3], "rounds": args.rounds} for case in args.cases}
+        kept = [k for case in args.cases if (k := pv.load_kept(args.results / f"{case}.json", **settings[case]))]
+    else:
         base = baseline_checkout(args) if set(args.cases) - {"torchrun", *PEERS} else None
-        for case in args.cases:
-            run_case(case, args, base)
-    kept = [json.loads(p.read_text()) for case in args.cases if (p := args.results / f"{case}.json").exists()]
-    pv.check(bool(kept), f"no kept results of {args.cases} in {args.results}")
+        kept = [k for case in args.cases if (k := run_case(case, args, base))]
+    pv.check(bool(kept), f"no results of {args.cases} with these --updates and --rounds in {args.results}")
     if args.from_results:
         code, source = None, f"; {pv.kept_provenance(kept)}."
     else:

@@ -155,7 +155,7 @@ def in_fresh_process(*args) -> dict:
         return pool.submit(child, *args).result()
 
 
-def run_case(case: str, args) -> None:
+def run_case(case: str, args) -> dict:
     """The timed and the counted run of ``case``, kept in ``--results``/<case>.json."""
     script, flags, steps, updates = speed.CASES[case]
     updates = args.updates or updates
@@ -177,6 +177,7 @@ def run_case(case: str, args) -> None:
     result |= {"date": pv.now(), "machine": pv.machine(), "load": os.getloadavg()[0]}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{case}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def row(kept: dict) -> str:
@@ -195,10 +196,12 @@ def main() -> None:
     if not args.no_docs:
         pv.markers(speed.DOC, "profile")
     started, load_start = time.time(), os.getloadavg()[0]
-    for case in [] if args.from_results else args.cases:
-        run_case(case, args)
-    kept = [json.loads(p.read_text()) for case in args.cases if (p := args.results / f"{case}.json").exists()]
-    pv.check(bool(kept), f"no kept results of {args.cases} in {args.results}")
+    if args.from_results:
+        settings = {case: args.updates or speed.CASES[case][3] for case in args.cases}
+        kept = [k for case in args.cases if (k := pv.load_kept(args.results / f"{case}.json", updates=settings[case]))]
+    else:
+        kept = [run_case(case, args) for case in args.cases]
+    pv.check(bool(kept), f"no results of {args.cases} with these --updates in {args.results}")
     if args.from_results:
         code, source = None, f"; {pv.kept_provenance(kept)}."
     else:
