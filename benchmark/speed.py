@@ -22,6 +22,7 @@ benchmark/results/speed/<case>.json, from which ``--from-results`` remakes it.
     uv run --all-extras python benchmark/speed.py --rounds 2
 """
 
+import functools
 import json
 import os
 import shlex
@@ -67,6 +68,12 @@ def git(*words: str) -> str:
     return subprocess.run(["git", *words], cwd=pv.ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@functools.cache
+def this_tree() -> str:
+    """The commit of the code measured, read once: a commit made during the runs does not change it."""
+    return pv.code_version("cleanfive")
+
+
 def baseline_checkout(args) -> Path:
     """``--baseline-dir``, or a worktree of ``--baseline`` in the temporary folder (made once, then reused)."""
     commit = git("rev-parse", "--verify", f"{args.baseline}^{{commit}}")
@@ -89,7 +96,7 @@ def sides(case: str, args, total: int, base: Path | None) -> list[dict] | str:
     case cannot run here."""
     script, flags, _, _ = CASES[case]
     here, run = pv.ROOT / "cleanfive" / script, [*flags, "--total-timesteps", str(total)]
-    mine = side(f"this tree `{pv.code_version('cleanfive')}`", [sys.executable, here, *run], {"PYTHONPATH": pv.ROOT})
+    mine = side(f"this tree `{this_tree()}`", [sys.executable, here, *run], {"PYTHONPATH": pv.ROOT})
     if case == "torchrun":
         if "LOCAL_RANK" not in here.read_text() and "init_process_group" not in here.read_text():
             return f"cleanfive/{script} has no torchrun support yet (no LOCAL_RANK, no init_process_group)"
@@ -167,7 +174,7 @@ def run_case(case: str, args, base: Path | None) -> dict | None:
     result = {"case": case, "updates": args.updates or updates, "rounds": args.rounds, "sides": []}
     for s, r in zip(commands, runs, strict=True):
         result["sides"].append({"label": s["label"], "command": shown(s["argv"], base, args.peers), "runs": r})
-    result |= {"code": pv.code_version("cleanfive"), "date": pv.now(), "machine": pv.machine()}
+    result |= {"code": this_tree(), "date": pv.now(), "machine": pv.machine()}
     result |= {"load_start": load_start, "load": os.getloadavg()[0]}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{case}.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -200,7 +207,7 @@ def main() -> None:
     if args.from_results:
         code, source = None, f"; {pv.kept_provenance(kept)}."
     else:
-        code = pv.code_version("cleanfive")
+        code = this_tree()
         source = f"; 1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
         source += f", {(time.time() - started) / 60:.0f} min in all."
     note = (

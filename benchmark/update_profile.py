@@ -172,7 +172,7 @@ def run_case(case: str, args) -> dict:
     result |= {"flops_per_step": counted["flops"] / counted["steps"], "arithmetic": timed["arithmetic"] / profiled}
     result |= {
         "top": [(key, seconds / profiled) for key, seconds in timed["top"]],
-        "code": pv.code_version("cleanfive"),
+        "code": speed.this_tree(),
     }
     result |= {"date": pv.now(), "machine": pv.machine(), "load": os.getloadavg()[0]}
     args.results.mkdir(parents=True, exist_ok=True)
@@ -205,7 +205,7 @@ def main() -> None:
     if args.from_results:
         code, source = None, f"; {pv.kept_provenance(kept)}."
     else:
-        code = pv.code_version("cleanfive")
+        code = speed.this_tree()
         source = f"; 1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
         source += f", {(time.time() - started) / 60:.0f} min in all."
     note = (
