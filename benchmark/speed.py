@@ -1,0 +1,232 @@
+"""Training speed of each cleanfive script against an earlier commit, side by side, and of cleanba_impala.py and
+ppo_gridnet_masked.py against their peers (CleanRL, MicroRTS-Py) where those are set up.
+
+Each case runs two commands, A and B, alternately (A, B, A, B, ...) for ``--rounds`` rounds, each run in an empty
+temporary folder, for a fixed number of updates with periodic evaluations and checkpoints pushed past the end.
+Speeds come from the TensorBoard events the runs write, so that old and new commits are measured alike: steps/s =
+the steps between the first and the last-but-one ``charts/SPS`` event over the seconds between them (the last update
+of ppo_lstm_selfplay.py holds its final evaluation); first update = seconds from the launch to the first event;
+wall = the whole process.
+
+Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), gridnet, impala and guidance (the
+other scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or
+``--baseline-dir``; PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's
+ppo_lstm_selfplay.py in one process (A) against two processes under ``torchrun --nproc_per_node 2`` (B), the same
+total ``--num-envs``, OMP_NUM_THREADS=1 in both; skipped while the script has no torchrun support. cleanrl and
+microrts, with ``--peers DIR`` holding their checkouts DIR/cleanrl and DIR/MicroRTS-Py, each with its .venv (the
+recipe is on the docs page): CleanRL's ppo_atari_envpool.py (Breakout-v5, 8 envs) against cleanba_impala.py at its
+defaults, and MicroRTS-Py's experiments/ppo_gridnet.py against ppo_gridnet_masked.py, both with 8 bot and 16
+self-play environments. Writes the table into docs/speed.md and keeps each case's runs in
+benchmark/results/speed/<case>.json, from which ``--from-results`` remakes it.
+
+    uv run --all-extras python benchmark/speed.py --rounds 2
+"""
+
+import functools
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import provenance as pv
+
+DOC = pv.ROOT / "docs" / "speed.md"
+SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
+NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
+PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]
+# case: (this tree's script, its flags, the steps of one update of A, updates per run: 30-120 s on 2 idle cores)
+CASES = {
+    "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
+    "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *SELFPLAY], 64 * 64, 3),
+    "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
+    "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
+    "guidance": ("ppo_action_guidance.py", ["--eval-episodes", "0", "--save-every", "0"], 8 * 128, 20),
+    "torchrun": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
+    "cleanrl": ("cleanba_impala.py", ["--save-every", "0"], 8 * 128, 40),
+    "microrts": ("ppo_gridnet_masked.py", [*PEER_GRIDNET, "--torch-threads", "2", *NO_EVAL], 24 * 256, 3),
+}
+PEERS = {  # case: the peer, its script under --peers (its venv: .venv in the script's checkout), its flags
+    "cleanrl": ("CleanRL", "cleanrl/cleanrl/ppo_atari_envpool.py", ["--env-id", "Breakout-v5", "--num-envs", "8"]),
+    "microrts": ("MicroRTS-Py", "MicroRTS-Py/experiments/ppo_gridnet.py", ["--max-eval-workers", "0", *PEER_GRIDNET]),
+}
+LEAGUE = "gym-microrts-static-files"
+PARSER = pv.parser(__file__, __doc__, extra=False, results="speed")
+PARSER.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="cases to run")
+PARSER.add_argument("--rounds", type=int, default=2, help="runs of each command, alternating")
+PARSER.add_argument("--updates", type=int, help="updates of A per run (default: each case's own)")
+PARSER.add_argument("--baseline", default="0736919", help="the earlier commit that the scripts are compared with")
+PARSER.add_argument("--baseline-dir", type=Path, help="a checkout of --baseline (default: a git worktree in /tmp)")
+PARSER.add_argument("--peers", type=Path, help="the folder of the peers' checkouts and venvs (see above)")
+
+
+def git(*words: str) -> str:
+    return subprocess.run(["git", *words], cwd=pv.ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@functools.cache
+def this_tree() -> str:
+    """The commit of the code measured, read once: a commit made during the runs does not change it."""
+    return pv.code_version("cleanfive")
+
+
+def baseline_checkout(args) -> Path:
+    """``--baseline-dir``, or a worktree of ``--baseline`` in the temporary folder (made once, then reused)."""
+    commit = git("rev-parse", "--verify", f"{args.baseline}^{{commit}}")
+    path = args.baseline_dir or Path(tempfile.gettempdir()) / f"cleanfive-{commit[:7]}"
+    if not path.exists():
+        git("worktree", "add", "--detach", str(path), commit)
+    head = git("-C", str(path), "rev-parse", "HEAD")
+    pv.check(head == commit, f"--baseline-dir {path} is at {head[:7]}, not at --baseline {args.baseline}")
+    return path
+
+
+def side(label: str, argv: list, env: dict, tag: str = "charts/SPS", link: Path | None = None) -> dict:
+    """One command of a case: its label, argv, environment, the TensorBoard tag of its speed and a file to link
+    into its run folder."""
+    return {"label": label, "argv": [str(word) for word in argv], "env": env, "tag": tag, "link": link}
+
+
+def sides(case: str, args, total: int, base: Path | None) -> list[dict] | str:
+    """Commands A and B of ``case`` for ``total`` steps (a baseline case's A in the checkout ``base``), or why the
+    case cannot run here."""
+    script, flags, _, _ = CASES[case]
+    here, run = pv.ROOT / "cleanfive" / script, [*flags, "--total-timesteps", str(total)]
+    mine = side(f"this tree `{this_tree()}`", [sys.executable, here, *run], {"PYTHONPATH": pv.ROOT})
+    if case == "torchrun":
+        if "LOCAL_RANK" not in here.read_text() and "init_process_group" not in here.read_text():
+            return f"cleanfive/{script} has no torchrun support yet (no LOCAL_RANK, no init_process_group)"
+        env = {"PYTHONPATH": str(pv.ROOT), "OMP_NUM_THREADS": "1"}
+        torchrun = [Path(sys.executable).with_name("torchrun"), "--standalone", "--nproc_per_node", "2", here, *run]
+        return [side("1 process", [sys.executable, here, *run], env), side("torchrun, 2 processes", torchrun, env)]
+    if case in PEERS:
+        peer, path, peer_flags = PEERS[case]
+        if args.peers is None:
+            return "no --peers folder given"
+        python, code = args.peers / path.split("/")[0] / ".venv" / "bin" / "python", args.peers / path
+        if not (python.is_file() and code.is_file()):
+            return f"{args.peers} has no {path} or no {python.relative_to(args.peers)}"
+        argv = [python, code, *peer_flags, "--total-timesteps", total]
+        if case == "microrts":  # it reads gym-microrts-static-files/league.csv from its folder, and logs charts/sps
+            return [side(f"{peer} `{code.name}`", argv, {"PYTHONPATH": ""}, "charts/sps", code.parent / LEAGUE), mine]
+        return [side(f"{peer} `{code.name}`", argv, {"PYTHONPATH": ""}), mine]
+    label = f"baseline `{git('-C', str(base), 'rev-parse', '--short', 'HEAD')}`"
+    return [side(label, [sys.executable, base / "cleanfive" / script, *run], {"PYTHONPATH": base}), mine]
+
+
+def sps_events(runs: Path, tag: str) -> list:
+    """The ``tag`` events (wall_time, step, value) of the one TensorBoard run under ``runs``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run,) = runs.iterdir()
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    events.Reload()
+    return sorted(events.Scalars(tag), key=lambda event: event.step)
+
+
+def measure(s: dict) -> dict:
+    """Run one command in an empty folder: its steady steps/s, seconds to the first update, wall seconds, the speed
+    it reported last itself, and the load after it."""
+    with tempfile.TemporaryDirectory(prefix="speed-") as tmp:
+        if s["link"]:
+            Path(tmp, s["link"].name).symlink_to(s["link"])
+        print("$", shlex.join(s["argv"]), flush=True)
+        env, start = {**os.environ, **{k: str(v) for k, v in s["env"].items()}}, time.time()
+        done = subprocess.run(s["argv"], cwd=tmp, env=env, capture_output=True, text=True)
+        wall = time.time() - start
+        if done.returncode != 0:
+            sys.exit(f"failed with exit code {done.returncode}: {shlex.join(s['argv'])}\n{done.stderr[-3000:]}")
+        events = sps_events(Path(tmp, "runs"), s["tag"])
+    if len(events) < 3:
+        sys.exit(f"{len(events)} {s['tag']} events: a run needs 3 updates or more (--updates)")
+    first, last = events[0], events[-2]
+    sps = (last.step - first.step) / (last.wall_time - first.wall_time)
+    result = {"sps": sps, "first_update": first.wall_time - start, "wall": wall, "own_sps": events[-1].value}
+    return result | {"load": os.getloadavg()[0]}
+
+
+def shown(argv: list[str], base: Path | None = None, peers: Path | None = None) -> str:
+    """``argv`` as the docs show it: python for this interpreter, paths in this tree relative to it, those in the
+    baseline's checkout and the peers' folder under BASELINE/ and PEERS/."""
+    words = ["python" if word == sys.executable else word for word in argv]
+    for path, name in [(pv.ROOT, ""), (base, "BASELINE/"), (peers, "PEERS/")]:
+        words = [word.replace(f"{path}/", name) if path else word for word in words]
+    return shlex.join(words)
+
+
+def run_case(case: str, args, base: Path | None) -> dict | None:
+    """Run A and B of ``case`` alternately and keep them in ``--results``/<case>.json (None: the case cannot run
+    here)."""
+    _, _, steps, updates = CASES[case]
+    commands = sides(case, args, steps * (args.updates or updates), base)
+    if isinstance(commands, str):
+        print(f"{case}: skipped: {commands}", flush=True)
+        return None
+    load_start, runs = os.getloadavg()[0], [[], []]
+    for round_ in range(args.rounds):
+        for s, kept in zip(commands, runs, strict=True):
+            kept.append(measure(s))
+            print(f"  {case} round {round_ + 1} {s['label']}: {kept[-1]['sps']:.0f} steps/s", flush=True)
+    result = {"case": case, "updates": args.updates or updates, "rounds": args.rounds, "sides": []}
+    for s, r in zip(commands, runs, strict=True):
+        result["sides"].append({"label": s["label"], "command": shown(s["argv"], base, args.peers), "runs": r})
+    result |= {"code": this_tree(), "date": pv.now(), "machine": pv.machine()}
+    result |= {"load_start": load_start, "load": os.getloadavg()[0]}
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / f"{case}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def row(kept: dict) -> str:
+    """One table row: each run's steps/s of A and of B, the ratio of their medians, first update and wall time."""
+    a, b = ([run["sps"] for run in s["runs"]] for s in kept["sides"])
+    cells = [kept["case"], *(s["label"] for s in kept["sides"]), *(", ".join(f"{v:.0f}" for v in x) for x in (a, b))]
+    cells.append(f"{statistics.median(b) / statistics.median(a):.2f}")
+    for key in ("first_update", "wall"):
+        cells.append("; ".join(", ".join(f"{run[key]:.0f}" for run in s["runs"]) for s in kept["sides"]))
+    return "| " + " | ".join(cells) + " |"
+
+
+def main() -> None:
+    args = PARSER.parse_args()
+    pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (the last one is left out)")
+    if not args.no_docs:
+        pv.markers(DOC, "speed")
+    started, load_start = time.time(), os.getloadavg()[0]
+    if args.from_results:
+        settings = {case: {"updates": args.updates or CASES[case][3], "rounds": args.rounds} for case in args.cases}
+        kept = [k for case in args.cases if (k := pv.load_kept(args.results / f"{case}.json", **settings[case]))]
+    else:
+        base = baseline_checkout(args) if set(args.cases) - {"torchrun", *PEERS} else None
+        kept = [k for case in args.cases if (k := run_case(case, args, base))]
+    pv.check(bool(kept), f"no results of {args.cases} with these --updates and --rounds in {args.results}")
+    if args.from_results:
+        code, source = None, f"; {pv.kept_provenance(kept)}."
+    else:
+        code = this_tree()
+        source = f"; 1-minute load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+        source += f", {(time.time() - started) / 60:.0f} min in all."
+    note = (
+        ". Steps/s: each run's steady speed between its first and last-but-one update (from its TensorBoard events);"
+        " B ÷ A: the ratio of their medians; first update and wall: seconds from the launch, A's runs; B's runs."
+    )
+    lines = [*pv.header(PARSER, args, code, source, note)]
+    lines += ["| case | A | B | A steps/s | B steps/s | B ÷ A | first update (s) | wall (s) |", "|---" * 8 + "|"]
+    lines += [row(k) for k in kept]
+    lines += ["", "Commands (each in an empty folder):", ""]
+    lines += [
+        f"- {k['case']}, {k['updates']} updates: A `{k['sides'][0]['command']}`; B `{k['sides'][1]['command']}`"
+        for k in kept
+    ]
+    table = "\n".join(lines)
+    print(table)
+    if not args.no_docs:
+        pv.write_block(DOC, "speed", table)
+
+
+if __name__ == "__main__":
+    main()
