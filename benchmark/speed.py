@@ -119,10 +119,11 @@ def sides(case: str, args, total: int, base: Path | None) -> list[dict] | str:
 
 
 def sps_events(runs: Path, tag: str) -> list:
-    """The ``tag`` events (wall_time, step, value) of the one TensorBoard run under ``runs``."""
+    """The ``tag`` events (wall_time, step, value) of the one TensorBoard run under ``runs`` (beside it, the cached
+    reference ratings of ppo_lstm_selfplay.py: runs/reference_ratings/)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    (run,) = runs.iterdir()
+    (run,) = (path for path in runs.iterdir() if path.name != "reference_ratings")
     events = EventAccumulator(str(run), size_guidance={"scalars": 0})
     events.Reload()
     return sorted(events.Scalars(tag), key=lambda event: event.step)
