@@ -159,14 +159,13 @@ def shown(argv: list[str], base: Path | None = None, peers: Path | None = None) 
     return shlex.join(words)
 
 
-def run_case(case: str, args, base: Path | None) -> dict | None:
-    """Run A and B of ``case`` alternately and keep them in ``--results``/<case>.json (None: the case cannot run
-    here)."""
+def run_case(case: str, args, base: Path | None) -> dict | str:
+    """Run A and B of ``case`` alternately and keep them in ``--results``/<case>.json, or say why it cannot run."""
     _, _, steps, updates = CASES[case]
     commands = sides(case, args, steps * (args.updates or updates), base)
     if isinstance(commands, str):
         print(f"{case}: skipped: {commands}", flush=True)
-        return None
+        return commands
     load_start, runs = os.getloadavg()[0], [[], []]
     for round_ in range(args.rounds):
         for s, kept in zip(commands, runs, strict=True):
@@ -200,10 +199,12 @@ def main() -> None:
     started, load_start = time.time(), os.getloadavg()[0]
     if args.from_results:
         settings = {case: {"updates": args.updates or CASES[case][3], "rounds": args.rounds} for case in args.cases}
-        kept = [k for case in args.cases if (k := pv.load_kept(args.results / f"{case}.json", **settings[case]))]
+        found = {case: pv.load_kept(args.results / f"{case}.json", **settings[case]) for case in args.cases}
+        found = {case: k or "no result kept with these --updates and --rounds" for case, k in found.items()}
     else:
         base = baseline_checkout(args) if set(args.cases) - {"torchrun", *PEERS} else None
-        kept = [k for case in args.cases if (k := run_case(case, args, base))]
+        found = {case: run_case(case, args, base) for case in args.cases}
+    kept = [k for k in found.values() if isinstance(k, dict)]
     pv.check(bool(kept), f"no results of {args.cases} with these --updates and --rounds in {args.results}")
     if args.from_results:
         code, source = None, f"; {pv.kept_provenance(kept)}."
@@ -223,6 +224,7 @@ def main() -> None:
         f"- {k['case']}, {k['updates']} updates: A `{k['sides'][0]['command']}`; B `{k['sides'][1]['command']}`"
         for k in kept
     ]
+    lines += [f"- {case}: not run: {why}" for case, why in found.items() if isinstance(why, str)]
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
