@@ -390,8 +390,7 @@ if __name__ == "__main__":
     if distributed:
         for param in agent.parameters():
             dist.broadcast(param.data, src=0)
-    # foreach: one multi-tensor kernel per Adam operation instead of a loop over the parameters (bit-identical)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)  # one kernel per op
     versions = {0: {k: v.detach().clone() for k, v in agent.state_dict().items()}}  # what an actor may still use
 
     # TRY NOT TO MODIFY: start the game
