@@ -8,11 +8,11 @@ the steps between the first and the last-but-one ``charts/SPS`` event over the s
 of ppo_lstm_selfplay.py holds its final evaluation); first update = seconds from the launch to the first event;
 wall = the whole process.
 
-Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), gridnet, impala and guidance (the
-other scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or
-``--baseline-dir``; PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's
-ppo_lstm_selfplay.py in one process (A) against two processes under ``torchrun --nproc_per_node 2`` (B), the same
-total ``--num-envs``, OMP_NUM_THREADS=1 in both; skipped while the script has no torchrun support. cleanrl and
+Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), gridnet, impala and guidance (the other
+scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or ``--baseline-dir``;
+PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's ppo_lstm_selfplay.py in one process
+(A) against two processes under ``torchrun --nproc_per_node 2`` (B), ``--num-envs`` per process (B plays twice the
+games, as many updates), OMP_NUM_THREADS=1 in both; skipped while the script has no torchrun support. cleanrl and
 microrts, with ``--peers DIR`` holding their checkouts DIR/cleanrl and DIR/MicroRTS-Py, each with its .venv (the
 recipe is on the docs page): CleanRL's ppo_atari_envpool.py (Breakout-v5, 8 envs) against cleanba_impala.py at its
 defaults, and MicroRTS-Py's experiments/ppo_gridnet.py against ppo_gridnet_masked.py, both with 8 bot and 16
@@ -101,7 +101,8 @@ def sides(case: str, args, total: int, base: Path | None) -> list[dict] | str:
         if "LOCAL_RANK" not in here.read_text() and "init_process_group" not in here.read_text():
             return f"cleanfive/{script} has no torchrun support yet (no LOCAL_RANK, no init_process_group)"
         env = {"PYTHONPATH": str(pv.ROOT), "OMP_NUM_THREADS": "1"}
-        torchrun = [Path(sys.executable).with_name("torchrun"), "--standalone", "--nproc_per_node", "2", here, *run]
+        doubled = [*flags, "--total-timesteps", str(2 * total)]  # each process plays --num-envs games: as many updates
+        torchrun = [Path(sys.executable).with_name("torchrun"), "--standalone", "--nproc_per_node", "2", here, *doubled]
         return [side("1 process", [sys.executable, here, *run], env), side("torchrun, 2 processes", torchrun, env)]
     if case in PEERS:
         peer, path, peer_flags = PEERS[case]

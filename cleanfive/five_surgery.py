@@ -57,7 +57,7 @@ class Args:
     # total environment steps (each step moves every hero of both sides of every environment)
     total_timesteps: int = 3_000_000
     learning_rate: float = 1e-3  # the learning rate of the optimizer
-    num_envs: int = 64  # the number of parallel games (in all: torchrun's processes share them out)
+    num_envs: int = 64  # the number of parallel games of each process (torchrun: K processes play K times as many)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
@@ -621,11 +621,10 @@ if __name__ == "__main__":
     check(0 <= args.parity_tolerance <= 0.5, f"--parity-tolerance {args.parity_tolerance} must be in [0, 0.5]")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
-    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its share of the games and its own seeds,
+    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with --num-envs games and its own seeds,
     # gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates
     rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     world_size = max(world_size, 1)
-    check(args.num_envs % world_size == 0, f"--num-envs {args.num_envs} must split evenly over {world_size} processes")
     check(not checkpoint or len(checkpoint["ranks"]) == world_size, "resume with as many processes as the run had")
     if world_size > 1:
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
@@ -637,7 +636,7 @@ if __name__ == "__main__":
     check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
     args.num_heroes = unoperated.num_heroes
     try:
-        envs = make_team_env(args.env_id, args.num_envs // world_size, env_seed + rank, args.num_heroes)
+        envs = make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
         old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
@@ -676,7 +675,7 @@ if __name__ == "__main__":
             score_weights[component] = float("nan")
         check(np.isfinite(score_weights[component]), f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
-    args.num_iterations = max(1, args.total_timesteps // (args.num_envs * args.num_steps))
+    args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else run_name
     if world_size > 1:  # every process takes rank 0's run name
@@ -898,7 +897,7 @@ if __name__ == "__main__":
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
                 chunk_h[step // args.bptt_len] = next_lstm_state[0][0]
                 chunk_c[step // args.bptt_len] = next_lstm_state[1][0]
-            global_step += args.num_envs
+            global_step += world_size * args.num_envs
             obs[step] = next_obs
             masks[step] = next_mask
             dones[step] = next_done
