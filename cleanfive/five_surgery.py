@@ -625,7 +625,8 @@ if __name__ == "__main__":
     # gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates
     rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     world_size = max(world_size, 1)
-    check(not checkpoint or len(checkpoint["ranks"]) == world_size, "resume with as many processes as the run had")
+    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
+    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
     # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version

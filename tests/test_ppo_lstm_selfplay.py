@@ -213,7 +213,7 @@ def test_torchrun_two_processes_repeat_bit_for_bit_and_resume_only_with_two(tmp_
     (run_dir,) = (tmp_path / "a" / "runs").glob("*__*__*")
     assert (run_dir / "rank1").is_dir()  # rank 1's own games are logged beside rank 0's
     resumed = run(tmp_path / "a", "--resume", str(run_dir / "checkpoint.pt"))
-    assert resumed.returncode == 2 and "resume with as many processes" in resumed.stderr
+    assert resumed.returncode == 2 and "resume with as many processes as the run had (2)" in resumed.stderr
 
 
 # ---------------------------------------------------------------------------------------------------------------------
