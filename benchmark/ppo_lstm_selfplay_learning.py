@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import provenance as pv
@@ -30,7 +31,7 @@ WORLDS = {
     # a goal ends the game, so a win is a goal scored first (draw: no goal in 500 steps)
     "VmasFootball-v0": (["random", "chase"], [("random", 0.5), ("chase", 0.5)], "football", "football"),
 }
-PARSER = pv.parser(__file__, __doc__)
+PARSER = pv.parser(__file__, __doc__, results="learning")
 PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
 PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
 PARSER.add_argument("--minutes", type=float, default=30.0, help="budget per seed, on --clock")
@@ -39,9 +40,9 @@ PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: 
 PARSER.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
 
 
-def run_seed(seed: int, args: argparse.Namespace) -> tuple[list[dict], dict[str, float]]:
-    """Run one seed for ``--minutes`` of ``--clock``; its evaluations (wall and CPU seconds, step, mu, load, win
-    rates) and the references' ratings it printed at the start."""
+def run_seed(seed: int, args: argparse.Namespace) -> dict:
+    """Run one seed for ``--minutes`` of ``--clock``; its evaluations (``rows``: wall and CPU seconds, step, mu, load,
+    win rates) and the references' ratings it printed at the start (``ratings``)."""
     cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
     rows, ratings, start = [], {}, time.time()
     for line, cpu in pv.stream([*cmd, *args.extra], 1 if args.jobs > 1 else None):
@@ -55,20 +56,32 @@ def run_seed(seed: int, args: argparse.Namespace) -> tuple[list[dict], dict[str,
             print(f"  seed {seed}: {line}", flush=True)
         if (cpu if args.clock == "cpu" else time.time() - start) > args.minutes * 60:
             break
-    return rows, ratings
+    return {"rows": rows, "ratings": ratings}
+
+
+def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
+    """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags; else, unless
+    --from-results, run it and keep it (so that one table can span sittings)."""
+    expected = {"env_id": args.env_id, "seed": seed, "minutes": args.minutes, "clock": args.clock}
+    expected |= {"threads": 1 if args.jobs > 1 else None, "extra": args.extra}
+    path = args.results / block / f"seed{seed}.json"
+    code = (SCRIPT, f"cleanfive/envs/{WORLDS[args.env_id][3]}.py", *MEASURED)
+    return pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, partial(run_seed, seed, args), code)
 
 
 def main() -> None:
     args = PARSER.parse_args()
-    order, targets, block, world = WORLDS[args.env_id]
+    order, targets, block, _ = WORLDS[args.env_id]
     block = args.block or block
     if not args.no_docs:
         pv.markers(DOC, block)
 
-    code = pv.code_version(SCRIPT, f"cleanfive/envs/{world}.py", *MEASURED)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = dict(zip(args.seeds, pool.map(lambda seed: run_seed(seed, args), args.seeds), strict=True))
-    runs, ratings = {s: rows for s, (rows, _) in results.items()}, results[args.seeds[0]][1]
+        found = dict(zip(args.seeds, pool.map(lambda seed: kept_or_train(seed, block, args), args.seeds), strict=True))
+    kept = [run for run in found.values() if run is not None]
+    pv.check(bool(kept), f"no kept results in {args.results / block} for these runs; run without --from-results")
+    runs = {s: run["rows"] if run else [] for s, run in found.items()}
+    ratings = kept[0]["ratings"]
     # references weakest first; a reference appears in an evaluation only when it is within 10 TrueSkill points of
     # the agent (Appendix J)
     played = {k for rows in runs.values() for row in rows for k in row} - {"time", "cpu", "step", "mu", "load"}
@@ -91,7 +104,8 @@ def main() -> None:
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"
         rows.append((f"final {label}", [v[-1] if v else np.nan for v in values.values()], ".2f", 1.0))
         rows.append((f"best {label}", [max(v) if v else np.nan for v in values.values()], ".2f", 1.0))
-    lines = [*pv.header(PARSER, args, code, ".", note), *pv.seed_table(args.seeds, rows)]
+    note += f" Runs {pv.kept_provenance(kept)}."
+    lines = [*pv.header(PARSER, args, None, ".", note), *pv.seed_table(args.seeds, rows)]
     for label, values in [
         ("environment steps per second", [r[-1]["step"] / r[-1]["time"] if r else np.nan for r in runs.values()]),
         ("CPU minutes used", [r[-1]["cpu"] / 60 if r else np.nan for r in runs.values()]),
