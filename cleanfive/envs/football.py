@@ -105,8 +105,8 @@ class FootballTeamEnv:
 
         world, scenario = self.env.world, self.env.scenario
         self._players = (scenario.blue_agents, scenario.red_agents)
-        world.traj_points = {"Blue": {}, "Red": {}}  # its plotting hook; VMAS fills it only for teams it drives
-        world.traj_points |= {team: {a: [] for a in players} for team, players in zip(TEAMS, self._players)}
+        # its trajectory-plotting hook, which VMAS fills only for the teams it drives itself
+        world.traj_points = {team: {a: [] for a in players} for team, players in zip(TEAMS, self._players, strict=True)}
         self._ai = tuple(AgentPolicy(team) for team in TEAMS)
         for ai in self._ai:
             ai.init(world)
