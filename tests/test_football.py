@@ -6,7 +6,7 @@ import torch
 
 vmas = pytest.importorskip("vmas", reason="the vmas extra is part of `uv run --all-extras pytest`")
 
-from cleanfive.envs.football import FootballTeamEnv  # noqa: E402
+from cleanfive.envs.football import FootballTeamEnv, nearest_actions  # noqa: E402
 
 E, N = 4, 5
 
@@ -21,13 +21,13 @@ def test_shapes_and_masks():
     assert obs.shape == (E, 2, N, 89) and obs.dtype == np.float32
     assert (obs[..., -1] == 0).all()  # the clock feature starts at 0
     obs, scores, done, info = env.step(random_actions(np.random.default_rng(0)))
-    assert scores.shape == (E, 2, N, 3)
+    assert scores.shape == (E, 2, N, len(env.score_names)) == (E, 2, N, 5)
     assert info["action_mask"].shape == (E, 2, N, 9) and info["action_mask"].all() and info["acting"].all()
     assert np.allclose(obs[..., -1], 1 / env.max_steps)
 
 
-def test_default_weights_reproduce_vmas_reward():
-    """Weighted score components == the reward VMAS itself returns, for the same seed and actions."""
+def test_vmas_weights_reproduce_vmas_reward():
+    """Score components weighted by VMAS_SCORE_WEIGHTS == the reward VMAS itself returns, same seed and actions."""
     env = FootballTeamEnv(E, seed=3, num_heroes=N, max_steps=10_000)
     obs, _ = env.reset()
     raw = vmas.make_env(
@@ -36,7 +36,7 @@ def test_default_weights_reproduce_vmas_reward():
     )  # fmt: skip
     raw_obs = torch.stack(raw.reset(), 1).reshape(E, 2, N, -1).numpy()
     np.testing.assert_array_equal(obs[..., :-1], raw_obs)  # VMAS seeds its global generator at make_env
-    weights = np.array([env.DEFAULT_SCORE_WEIGHTS[k] for k in env.score_names])
+    weights = np.array([env.VMAS_SCORE_WEIGHTS.get(k, 0.0) for k in env.score_names])
     rng = np.random.default_rng(1)
     for _ in range(30):
         actions = random_actions(rng)
@@ -45,6 +45,37 @@ def test_default_weights_reproduce_vmas_reward():
         expected = torch.stack(rewards, 1).reshape(E, 2, N).numpy()
         np.testing.assert_allclose(scores @ weights, expected, rtol=1e-5, atol=1e-6)
         assert not done.any() and not raw_done.any()
+
+
+def test_per_hero_terms_credit_the_toucher_and_each_approach():
+    """dribble: the ball's approach to the enemy goal for the hero touching it only; to_ball: each hero's own
+    approach to the ball; both sides in their own frame."""
+    env = FootballTeamEnv(1, seed=0, num_heroes=2, max_steps=10_000)
+    env.reset()
+    scenario = env.env.scenario
+    # blue 0 touches the ball just left of centre; everyone else is far away
+    scenario.ball.set_pos(torch.tensor([[0.0, 0.0]]), batch_index=None)
+    scenario.blue_agents[0].set_pos(torch.tensor([[-scenario.agent_size - scenario.ball_size, 0.0]]), batch_index=None)
+    scenario.blue_agents[1].set_pos(torch.tensor([[-1.0, 0.5]]), batch_index=None)
+    for i, player in enumerate(scenario.red_agents):
+        player.set_pos(torch.tensor([[1.0, 0.5 - i]]), batch_index=None)
+    env._to_ball = env._distances_to_ball()
+    before = env._distances_to_ball()
+    ball_before = scenario.ball.state.pos.clone()
+    right = 5  # VMAS's discrete action (x positive, y stay): both sides run "to the right", i.e. red to the left
+    _, scores, _, _ = env.step(np.full((1, 2, 2), right))
+    after = env._distances_to_ball()
+    names = list(env.score_names)
+    dribble, to_ball = scores[0, ..., names.index("dribble")], scores[0, ..., names.index("to_ball")]
+    np.testing.assert_allclose(to_ball, before[0] - after[0], atol=1e-6)
+    assert (to_ball[1] > 0).all()  # red ran towards the ball (in its own frame, "to the right")
+    moved = scenario.ball.state.pos[0, 0] - ball_before[0, 0]
+    assert moved > 0  # blue 0 pushed the ball towards red's goal
+    touching = after[0] <= scenario.agent_size + scenario.ball_size + 1e-2
+    assert touching[0, 0] and not touching[0, 1] and not touching[1].any()
+    ball_to_goal = scores[0, 0, 0, names.index("ball_to_goal")] / scenario.pos_shaping_factor_ball_goal
+    assert dribble[0, 0] == pytest.approx(ball_to_goal) and dribble[0, 0] > 0
+    assert (dribble[0, 1] == 0) and (dribble[1] == 0).all()
 
 
 def test_goal_ends_game_reports_winner_and_autoresets_same_step():
@@ -124,3 +155,25 @@ def test_chase_bot_beats_random():
 
     scores = play_bots("VmasFootball-v0", "chase", "random", 32, seed=0, num_heroes=N)
     assert (scores == 1).sum() > 2 * (scores == 0).sum()
+
+
+def test_nearest_actions_are_vmas_discrete_actions():
+    """nearest_actions inverts VMAS's own discrete-to-force mapping and rounds forces in between to the nearest."""
+    raw = vmas.make_env(
+        "football", num_envs=1, device="cpu", continuous_actions=False, seed=0,
+        n_blue_agents=2, n_red_agents=2, ai_red_agents=False,
+    )  # fmt: skip
+    raw.reset()
+    player = raw.scenario.blue_agents[0]
+    for action in range(FootballTeamEnv.num_actions):
+        raw.step([torch.tensor([[action]]), *[torch.tensor([[0]])] * 3])
+        force = (player.action.u / player.action.u_multiplier_tensor).numpy()  # VMAS's force of this action
+        assert nearest_actions(force).tolist() == [action]
+        assert nearest_actions(0.6 * force).tolist() == [action]  # rounding
+    assert nearest_actions(np.array([[0.4, -0.7], [-3.0, 0.2]])).tolist() == [1, 3]
+
+
+def test_vmas_ai_beats_random():
+    from cleanfive.envs.teams import play_bots
+
+    assert (play_bots("VmasFootball-v0", "vmas_ai", "random", 8, seed=0, num_heroes=N) == 1).all()

@@ -20,11 +20,20 @@ Conventions of this wrapper:
   ``max_steps`` (a draw). Observations get one extra feature: the fraction of the game time elapsed.
 * "Same-step" autoreset: on the step a game ends, ``done[e]`` is True, ``scores`` and ``info["outcome"]`` describe the
   final step, and the returned observation is already the first of the next game.
-* ``scores`` are per-hero score-component changes for this step (``score_names``: ``win`` is +-1 for the scoring /
-  conceding side, then VMAS's two shaping terms); the training script applies the weights (``DEFAULT_SCORE_WEIGHTS``
-  reproduce VMAS's own reward), zero-sum, team spirit and time decay.
-* Scripted bots (``bot_actions``): ``random``, and ``chase`` (every player runs straight at the ball), which wins more
-  games than it loses against random but draws most of them (the time cap comes first).
+* ``scores`` are per-hero score-component changes for this step, shaped as the lane world's are after OpenAI Five's
+  reward table (team terms beside each hero's own; the training script applies the weights, zero-sum, team spirit
+  and time decay): ``win`` is +-1 for the scoring / conceding side; ``ball_to_goal`` and ``agent_to_ball`` are
+  VMAS's two team shaping terms (the ball's approach to the enemy goal, the team's closest player's approach to the
+  ball, each times VMAS's factor); and per hero, ``dribble`` is the ball's approach to the enemy goal on a step that
+  ends with this hero touching the ball (VMAS's touching distance) and ``to_ball`` this hero's own approach to the
+  ball (both in pitch units). ``VMAS_SCORE_WEIGHTS`` reproduce VMAS's own reward; ``DEFAULT_SCORE_WEIGHTS`` add the
+  per-hero terms at VMAS's factors for the team terms (10 for the ball, 0.1 for a player's approach).
+* Scripted bots (``bot_actions``): ``random``; ``chase`` (every player runs straight at the ball), which wins more
+  games than it loses against random but draws most of them (the time cap comes first); and ``vmas_ai``, VMAS's own
+  scripted team (``vmas.scenarios.football.AgentPolicy``, what ``ai_red_agents=True`` plays: possession, dribbling
+  to goal, off-the-ball positioning), run here for either side with each axis of its continuous force rounded to the
+  nearest of -1, 0, +1, i.e. to one of the 9 actions the policy has. Rounded so, it still wins every game against
+  ``random`` (checked by ``tests/test_football.py``).
 * All actions are always legal: ``info["action_mask"]`` is all True and every hero acts on every step.
 """
 
@@ -34,6 +43,15 @@ import numpy as np
 import torch
 
 FOOTBALL_ENV_IDS: tuple[str, ...] = ("VmasFootball-v0",)
+TEAMS = ("Blue", "Red")  # VMAS's names of side 0 and side 1
+
+
+def nearest_actions(force: np.ndarray) -> np.ndarray:
+    """The discrete actions int (...) nearest to forces float (..., 2) given in units of the force range: each axis
+    rounded to -1, 0 or +1 (VMAS's 9 actions are 3 x 3: (x, y) each 0 stay, 1 negative, 2 positive)."""
+    rounded = np.rint(np.clip(force, -1.0, 1.0)).astype(np.int64)
+    index = np.where(rounded < 0, 1, 2 * rounded)
+    return 3 * index[..., 0] + index[..., 1]
 
 
 class FootballUnavailable(RuntimeError):
@@ -44,7 +62,7 @@ class FootballTeamEnv:
     """VMAS football as ``(num_envs, 2 sides, num_heroes)``; see the module docstring for the conventions.
 
     * ``reset() -> (obs, info)``; ``step(actions int (E, 2, N)) -> (obs, scores, done, info)``
-    * ``obs`` float32 (E, 2, N, 89); ``scores`` float32 (E, 2, N, 3); ``done`` bool (E,)
+    * ``obs`` float32 (E, 2, N, 89); ``scores`` float32 (E, 2, N, 5); ``done`` bool (E,)
     * ``info``: ``action_mask`` bool (E, 2, N, 9), ``acting`` bool (E, 2, N), ``game_over`` bool (E,),
       ``outcome`` int (E, 2) (+1 win, 0 draw, -1 loss; 0 where no game ended), ``game_length`` int (E,) (steps of the
       game that ended), ``time`` float (E,) (game seconds when this step's scores were earned)
@@ -53,10 +71,11 @@ class FootballTeamEnv:
     num_sides = 2
     num_actions = 9
     seconds_per_step = 0.1  # VMAS football's dt
-    score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball")  # a goal wins the game
-    DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+    score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball", "dribble", "to_ball")  # a goal wins
+    VMAS_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
+    DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1}
     DEFAULT_HIDDEN_SIZE: int = 128  # the width of the kept football benchmark
-    bot_names: tuple[str, ...] = ("random", "chase")
+    bot_names: tuple[str, ...] = ("random", "chase", "vmas_ai")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
         try:
@@ -80,6 +99,17 @@ class FootballTeamEnv:
         )
         self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
         self.steps = np.zeros(num_envs, dtype=np.int64)
+        self._to_ball = np.zeros((num_envs, 2, num_heroes), dtype=np.float32)  # each hero's distance to the ball
+        # VMAS's scripted team, one controller per side, run on demand by `bot_actions("vmas_ai", ...)`
+        from vmas.scenarios.football import AgentPolicy
+
+        world, scenario = self.env.world, self.env.scenario
+        self._players = (scenario.blue_agents, scenario.red_agents)
+        # its trajectory-plotting hook, which VMAS fills only for the teams it drives itself
+        world.traj_points = {team: {a: [] for a in players} for team, players in zip(TEAMS, self._players, strict=True)}
+        self._ai = tuple(AgentPolicy(team) for team in TEAMS)
+        for ai in self._ai:
+            ai.init(world)
 
     def _observe(self, observations: list[torch.Tensor]) -> np.ndarray:
         obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).numpy()
@@ -100,25 +130,40 @@ class FootballTeamEnv:
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         self.steps[:] = 0
         observations = self.env.reset()
+        for ai in self._ai:
+            ai.reset()
+        self._to_ball = self._distances_to_ball()
         none = np.zeros(self.num_envs, dtype=bool)
         zeros = np.zeros(self.num_envs)
         return self._observe(observations), self._info(none, np.zeros((self.num_envs, 2), np.int64), zeros, zeros)
 
+    def _distances_to_ball(self) -> np.ndarray:
+        """Each player's distance to the ball, float32 (E, 2, N)."""
+        ball = self.env.scenario.ball.state.pos
+        players = torch.stack([p.state.pos for team in self._players for p in team], 1)  # (E, 2N, 2)
+        return (players - ball[:, None]).norm(dim=-1).reshape(self.num_envs, 2, self.num_heroes).numpy()
+
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes))
         _, _, goal, infos = self.env.step(list(actions.unbind(1)))
-        # per hero: the three reward terms VMAS adds up, the goal as +-1 for the scoring / conceding team
-        scoring_reward = self.env.scenario.scoring_reward
-        scores = torch.stack(
+        scenario = self.env.scenario
+        # the three reward terms VMAS adds up (the goal as +-1 for the scoring / conceding team), the same for a team
+        team_terms = torch.stack(
             [
                 torch.stack(
-                    [i["sparse_reward"] / scoring_reward, i["ball_goal_pos_rew"], i["all_agent_ball_pos_rew"]], -1
+                    [i["sparse_reward"] / scenario.scoring_reward, i["ball_goal_pos_rew"], i["all_agent_ball_pos_rew"]],
+                    -1,
                 )
                 for i in infos
             ],
             dim=1,
         )
-        scores = scores.reshape(self.num_envs, 2, self.num_heroes, len(self.score_names)).float().numpy()
+        team_terms = team_terms.reshape(self.num_envs, 2, self.num_heroes, 3).float().numpy()
+        # each hero's own terms: the ball's approach to the enemy goal while it touches the ball, its approach to it
+        to_ball = self._distances_to_ball()
+        touching = to_ball <= scenario.agent_size + scenario.ball_size + 1e-2  # VMAS's `touching_ball` distance
+        dribble = touching * team_terms[..., 1] / scenario.pos_shaping_factor_ball_goal
+        scores = np.concatenate([team_terms, dribble[..., None], (self._to_ball - to_ball)[..., None]], -1)
         self.steps += 1
         goal = goal.numpy().astype(bool)
         game_over = goal | (self.steps >= self.max_steps)
@@ -129,7 +174,10 @@ class FootballTeamEnv:
         time = self.steps * self.seconds_per_step
         for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
             self.env.reset_at(int(index), return_observations=False)
+            for ai in self._ai:
+                ai.reset(int(index))
         self.steps[game_over] = 0
+        self._to_ball = self._distances_to_ball()  # the new games' starting distances
         observations = self.env.get_from_scenario(
             get_observations=True, get_rewards=False, get_infos=False, get_dones=False
         )[0]
@@ -141,10 +189,25 @@ class FootballTeamEnv:
         """Actions int (E, N) of bot ``name`` for the players of side ``side[e]`` of every game."""
         if name == "random":
             return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
+        if name == "vmas_ai":
+            actions = np.zeros((self.num_envs, self.num_heroes), dtype=np.int64)
+            for s in np.unique(side):  # the controller plans for every copy; the copies where it plays `s` are kept
+                actions[side == s] = nearest_actions(self._vmas_ai_force(s))[side == s]
+            return actions
         to_ball = -obs[np.arange(self.num_envs), side, :, 2:4]  # features 2:4: player minus ball, own frame
         # VMAS's 9 discrete actions are 3 x 3: (x, y) each in {0: stay, 1: negative, 2: positive}
         step = np.where(np.abs(to_ball) < 0.01, 0, np.where(to_ball < 0, 1, 2))
         return 3 * step[..., 0] + step[..., 1]
+
+    def _vmas_ai_force(self, side: int) -> np.ndarray:
+        """The force float (E, N, 2) that VMAS's scripted team would apply to the players of ``side``, in units of the
+        force range and in that side's own frame (red's x mirrored, as for its actions)."""
+        forces = []
+        for player in self._players[side]:  # in order: the controller updates possession at its player 0
+            self._ai[side].run(player, self.env.world)
+            forces.append(player.action.u / player.action.u_multiplier_tensor)
+        force = torch.stack(forces, 1).numpy()
+        return force * np.array([-1.0, 1.0]) if side == 1 else force
 
     def render(self, env_index: int = 0) -> np.ndarray:
         """A top-down RGB frame (H, W, 3) uint8 of game ``env_index``."""
