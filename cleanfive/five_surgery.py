@@ -281,8 +281,7 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        # the network runs only on the heroes it drives (`active`); the others (another policy's) keep their state
         batch_size = lstm_state[0].shape[1]
         hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
         hidden[active] = self.embed(x[active])
@@ -429,12 +428,13 @@ def operate(state, plan, lstm_scale, seed):
 def compare(unoperated, operated, recorded, device):
     """Max |delta logits| (the unoperated policy's actions) and max |delta value| over recorded games, each network
     carrying its own LSTM state from the start of the games (Equation 8: same game states, same outputs)."""
-    obs, done, active = recorded
+    obs, done = recorded
     outputs = []
     for agent in (unoperated, operated):
         with torch.inference_mode():
             state = zero_state(agent, obs.shape[1], device)
-            hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), active.flatten().bool())
+            everyone = torch.ones(done.numel(), dtype=torch.bool, device=device)
+            hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), everyone)
             outputs.append((agent.actor(hidden)[:, : unoperated.actor.out_features], agent.critic(hidden)))
     (logits, value), (new_logits, new_value) = outputs
     return (new_logits - logits).abs().max().item(), (new_value - value).abs().max().item()
@@ -452,12 +452,10 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
 
 
-def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
-    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
-    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
-    Returns (advantages, values with those of the waiting steps filled in)."""
-    values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
+def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over (T, P) tensors (CleanRL's loop). Every step is a step of every hero,
+    the waiting side's in a board game included: its value there is that of the position after its own move."""
+    advantages, lastgaelam = torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):
         if t == rewards.shape[0] - 1:
             nextnonterminal = 1.0 - next_done
@@ -465,11 +463,9 @@ def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda
         else:
             nextnonterminal = 1.0 - dones[t + 1]
             nextvalues = values[t + 1]
-        values[t] = torch.where(active[t], values[t], rewards[t] + gamma * nextvalues * nextnonterminal)
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        lam = torch.where(active[t], gae_lambda, 1.0)
-        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
-    return advantages, values
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages
 
 
 def to_sequences(x, bptt_len):
@@ -516,8 +512,8 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
+                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
                 actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
@@ -539,8 +535,7 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
     """Scores (num_games,) of `agent` against `opponent` (another Agent): 1 win, 0.5 draw, 0 loss, the agent on side
     e % 2 of game e. Actions from index `num_actions` on are masked (new actions off). With `record_steps`, plays only
-    that many steps and also returns their observations (T, E * 2 * N, *obs_shape), done flags and the flags of the
-    heroes whose team acts (T, E * 2 * N)."""
+    that many steps and also returns their observations (T, E * 2 * N, *obs_shape) and done flags (T, E * 2 * N)."""
     env = make_team_env(args.env_id, num_games, int(rng.integers(2**31)), args.num_heroes)
     E, N = num_games, args.num_heroes
     rows = np.arange(E)
@@ -552,8 +547,7 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
     recorded = []
     while np.isnan(scores).any() and (record_steps == 0 or len(recorded) < record_steps):
         if record_steps:
-            team_acts = np.repeat(info["acting"].any(2), N, axis=1).reshape(-1)
-            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N), team_acts))
+            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N)))
         legal = info["action_mask"].copy()
         legal[..., num_actions:] = False
         actions = np.zeros((E, 2, N), dtype=np.int64)
@@ -563,8 +557,8 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
                 # an unoperated policy has fewer actions: it sees the first ones of the mask
                 mask = torch.as_tensor(legal[rows, side, :, : player.actor.out_features], device=device).flatten(0, 1)
                 player_done = torch.as_tensor(np.repeat(done, N), dtype=torch.float32, device=device)
-                active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), N), device=device)
-                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, active, mask)
+                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
+                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, everyone, mask)
             actions[rows, side] = action.cpu().numpy().reshape(E, N)
         obs, _, done, info = env.step(actions)
         finished = info["game_over"] & np.isnan(scores)
@@ -829,7 +823,7 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
-    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
+    # the network ran for this hero: the latest policy drives it (value-loss weight)
     active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
@@ -903,8 +897,7 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
-            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
+            active[step] = torch.as_tensor(is_learner, device=device)
 
             # ALGO LOGIC: action logic
             with torch.inference_mode():
@@ -920,7 +913,7 @@ if __name__ == "__main__":
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
                         next_done[rows],
-                        team_acts[rows],
+                        torch.ones(len(rows), dtype=torch.bool, device=device),
                         next_mask[rows],
                     )
                     action[rows] = past_action
@@ -998,7 +991,7 @@ if __name__ == "__main__":
         with torch.no_grad():
             everyone = torch.ones(P, dtype=torch.bool, device=device)
             next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
-            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
+            advantages = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
         # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)

@@ -254,8 +254,7 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        # the network runs only on the heroes it drives (`active`); the others (another policy's) keep their state
         batch_size = lstm_state[0].shape[1]
         hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
         hidden[active] = self.embed(x[active])
@@ -303,12 +302,10 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
 
 
-def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
-    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
-    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
-    Returns (advantages, values with those of the waiting steps filled in)."""
-    values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
+def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over (T, P) tensors (CleanRL's loop). Every step is a step of every hero,
+    the waiting side's in a board game included: its value there is that of the position after its own move."""
+    advantages, lastgaelam = torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):
         if t == rewards.shape[0] - 1:
             nextnonterminal = 1.0 - next_done
@@ -316,11 +313,9 @@ def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda
         else:
             nextnonterminal = 1.0 - dones[t + 1]
             nextvalues = values[t + 1]
-        values[t] = torch.where(active[t], values[t], rewards[t] + gamma * nextvalues * nextnonterminal)
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        lam = torch.where(active[t], gae_lambda, 1.0)
-        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
-    return advantages, values
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages
 
 
 def to_sequences(x, bptt_len):
@@ -367,8 +362,8 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
+                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
                 actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
@@ -556,7 +551,7 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
-    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
+    # the network ran for this hero: the latest policy drives it (value-loss weight)
     active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
@@ -625,8 +620,7 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
-            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
+            active[step] = torch.as_tensor(is_learner, device=device)
 
             # ALGO LOGIC: action logic
             with torch.inference_mode():
@@ -642,7 +636,7 @@ if __name__ == "__main__":
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
                         next_done[rows],
-                        team_acts[rows],
+                        torch.ones(len(rows), dtype=torch.bool, device=device),
                         next_mask[rows],
                     )
                     action[rows] = past_action
@@ -719,7 +713,7 @@ if __name__ == "__main__":
         with torch.no_grad():
             everyone = torch.ones(P, dtype=torch.bool, device=device)
             next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
-            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
+            advantages = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
         # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)
