@@ -94,11 +94,14 @@ def main() -> None:
         "its threads)."
     )
     rows = []
-    for key, threshold in targets:
+    # the times a win-rate target, then a reference's TrueSkill rating (as rated at the start), were first reached
+    reached = [(f"win rate ≥ {threshold:.0%} vs `{key}`", key, threshold) for key, threshold in targets]
+    for name, mu in sorted(ratings.items(), key=lambda item: item[1]):
+        reached += [(f"TrueSkill μ ≥ `{name}`'s {mu:.2f}", "mu", mu)] if mu > 0 else []
+    for what, key, threshold in reached:
         reach = [pv.first_reach(runs[s], key, threshold) for s in args.seeds]
         for field, scale, unit in [("time", 60.0, "min"), ("cpu", 60.0, "CPU min"), ("step", 1e6, "M steps")]:
-            label = f"first win rate ≥ {threshold:.0%} vs `{key}` ({unit})"
-            rows.append((label, [r.get(field, np.nan) for r in reach], ".2f", scale))
+            rows.append((f"first {what} ({unit})", [r.get(field, np.nan) for r in reach], ".2f", scale))
     for key in ["mu", *references]:
         values = {s: [r[key] for r in runs[s] if key in r] for s in args.seeds}  # "—": never within 10 points
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"

@@ -509,10 +509,10 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             state = zero_state(agent, E * N, device)
             done = torch.zeros(E * N, device=device)
             scores = np.full(E, np.nan)
+            everyone = torch.ones(E * N, dtype=torch.bool, device=device)
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
                 action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
@@ -541,6 +541,7 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
     rows = np.arange(E)
     players = [(agent, rows % 2), (opponent, 1 - rows % 2)]  # each plays both sides, in half of the games each
     states = [zero_state(player, E * N, device) for player, _ in players]
+    everyone = torch.ones(E * N, dtype=torch.bool, device=device)
     obs, info = env.reset()
     done = np.zeros(E, dtype=bool)
     scores = np.full(E, np.nan)
@@ -557,7 +558,6 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
                 # an unoperated policy has fewer actions: it sees the first ones of the mask
                 mask = torch.as_tensor(legal[rows, side, :, : player.actor.out_features], device=device).flatten(0, 1)
                 player_done = torch.as_tensor(np.repeat(done, N), dtype=torch.float32, device=device)
-                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
                 action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, everyone, mask)
             actions[rows, side] = action.cpu().numpy().reshape(E, N)
         obs, _, done, info = env.step(actions)

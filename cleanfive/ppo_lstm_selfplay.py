@@ -359,10 +359,10 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             state = zero_state(agent, E * N, device)
             done = torch.zeros(E * N, device=device)
             scores = np.full(E, np.nan)
+            everyone = torch.ones(E * N, dtype=torch.bool, device=device)
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                everyone = torch.ones(E * N, dtype=torch.bool, device=device)
                 action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)

@@ -1,0 +1,114 @@
+"""Connect Four tactics of saved ppo_lstm_selfplay.py models: how often a policy takes a win, blocks, gives one away.
+
+Plays each model (a ``--save-model`` file or a ``checkpoint.pt``) against each scripted bot with the script's own
+``Agent`` and sampling, as its evaluation does (the agent plays each side in half of the games), and counts, over the
+agent's moves:
+
+* **take**: a winning move was legal and the agent played one (of the moves where one was legal);
+* **block**: the opponent threatened to win on its next move (and the agent could not win at once), and the agent
+  played on the threat (of those moves);
+* **give away**: the agent's move let the opponent win at once where some other move would not have (of the moves
+  where such a safe move existed);
+* **p(take)**, **p(block)**: the mean probability the policy gave those moves (its sharpness, not its luck);
+* the win rate of those games.
+
+These are the three things ``lookahead`` never gets wrong, so they bound how often a policy can beat it.
+
+    uv run --all-extras python benchmark/connect4_tactics.py --models runs/<run>/ppo_lstm_selfplay.cleanfive_model
+"""
+
+import importlib.util
+
+import numpy as np
+import provenance as pv
+import torch
+
+from cleanfive.envs.board import legal_actions, play_all, winning_moves
+from cleanfive.envs.teams import make_team_env
+
+ENV_ID = "ConnectFour-v1"
+PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
+PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
+PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
+PARSER.add_argument("--games", type=int, default=256, help="games per model and bot")
+PARSER.add_argument("--seed", type=int, default=0)
+
+
+def load_agent(path: str):
+    """The script's Agent with the weights of ``path``, and the run's arguments."""
+    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    pv.check(saved["args"]["env_id"] == ENV_ID, f"{path} is a model of {saved['args']['env_id']}, not {ENV_ID}")
+    state = saved["model"]
+    agent = script.Agent(len(state["obs_mean"]), len(state["actor.bias"]), 1, len(state["encoder.2.bias"]))
+    agent.load_state_dict(state)
+    return agent.eval(), saved["args"], script
+
+
+def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
+    """Games of ``agent`` against ``bot``; the tactics counts of the agent's moves and its win rate."""
+    env, rng = make_team_env(ENV_ID, games, seed), np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    rows, side = np.arange(games), np.arange(games) % 2
+    counts = {k: [] for k in ("take", "block", "give_away", "p_take", "p_block")}
+    obs, info = env.reset()
+    state, done = script.zero_state(agent, games, "cpu"), torch.zeros(games)
+    scores = np.full(games, np.nan)
+    with torch.inference_mode():
+        while np.isnan(scores).any():
+            turn = info["acting"][rows, side, 0] & np.isnan(scores)
+            x = torch.as_tensor(obs[rows, side, 0])
+            mask = torch.as_tensor(info["action_mask"][rows, side, 0])
+            active = torch.as_tensor(info["acting"][rows, side, 0])
+            hidden, state = agent.get_states(x, state, done, active)
+            probs = torch.softmax(agent.actor(hidden).masked_fill(~mask, -1e8), -1).numpy()
+            action = torch.distributions.Categorical(probs=torch.as_tensor(probs)).sample().numpy()
+            board = info["board"]
+            win = winning_moves(board, side, ENV_ID)
+            threat = winning_moves(board, 1 - side, ENV_ID)
+            after = play_all(board, side, ENV_ID)  # (E, A, H, W): the board after each of the agent's moves
+            a = after.shape[1]
+            opp_wins = winning_moves(after.reshape(-1, *board.shape[1:]), np.repeat(1 - side, a), ENV_ID)
+            unsafe = opp_wins.any(-1).reshape(games, a) & legal_actions(board, ENV_ID)
+            safe_exists = (legal_actions(board, ENV_ID) & ~unsafe).any(-1)
+            can_win, must_block = win.any(-1) & turn, threat.any(-1) & ~win.any(-1) & turn
+            counts["take"] += win[rows, action][can_win].tolist()
+            counts["p_take"] += (probs * win).sum(-1)[can_win].tolist()
+            counts["block"] += threat[rows, action][must_block].tolist()
+            counts["p_block"] += (probs * threat).sum(-1)[must_block].tolist()
+            gave = unsafe[rows, action] & safe_exists & ~win.any(-1) & turn
+            counts["give_away"] += gave[safe_exists & ~win.any(-1) & turn].tolist()
+            actions = np.zeros((games, 2, 1), dtype=np.int64)
+            actions[rows, side, 0] = action
+            actions[rows, 1 - side] = env.bot_actions(bot, obs, info, 1 - side, rng)
+            obs, _, next_done, info = env.step(actions)
+            finished = info["game_over"] & np.isnan(scores)
+            scores[finished] = (info["outcome"][finished, side[finished]] + 1) / 2
+            done = torch.as_tensor(next_done, dtype=torch.float32)
+    rates = {k: float(np.mean(v)) if v else np.nan for k, v in counts.items()}
+    return rates | {f"n_{k}": len(counts[k]) for k in ("take", "block")} | {"win": float((scores == 1).mean())}
+
+
+def main() -> None:
+    args = PARSER.parse_args()
+    lines = [*pv.header(PARSER, args, pv.code_version(), "its own games", ""), ""]
+    header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
+    lines += [header, "|---" * 9 + "|"]
+    for path in args.models:
+        agent, run_args, script = load_agent(path)
+        steps = torch.load(path, map_location="cpu", weights_only=False).get("global_step", run_args["total_timesteps"])
+        for bot in args.bots:
+            r = play(agent, script, bot, args.games, args.seed)
+            lines.append(
+                f"| `{path}` | {steps} | `{bot}` | {r['take']:.2f} ({r['n_take']}) | {r['p_take']:.2f} | "
+                f"{r['block']:.2f} ({r['n_block']}) | "
+                f"{r['p_block']:.2f} | {r['give_away']:.2f} | {r['win']:.2f} |"
+            )
+            print(lines[-1], flush=True)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
