@@ -35,7 +35,7 @@ PARSER.add_argument("--seed", type=int, default=0)
 
 
 def load_agent(path: str):
-    """The script's Agent with the weights of ``path``, and the run's arguments."""
+    """The script's Agent with the weights of ``path``, the script module, and the step the weights were saved at."""
     spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -44,7 +44,7 @@ def load_agent(path: str):
     state = saved["model"]
     agent = script.Agent(len(state["obs_mean"]), len(state["actor.bias"]), 1, len(state["encoder.2.bias"]))
     agent.load_state_dict(state)
-    return agent.eval(), saved["args"], script
+    return agent.eval(), script, saved.get("global_step", saved["args"]["total_timesteps"])
 
 
 def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
@@ -65,21 +65,20 @@ def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
             hidden, state = agent.get_states(x, state, done, active)
             probs = torch.softmax(agent.actor(hidden).masked_fill(~mask, -1e8), -1).numpy()
             action = torch.distributions.Categorical(probs=torch.as_tensor(probs)).sample().numpy()
-            board = info["board"]
+            board, legal = info["board"], legal_actions(info["board"], ENV_ID)
             win = winning_moves(board, side, ENV_ID)
             threat = winning_moves(board, 1 - side, ENV_ID)
             after = play_all(board, side, ENV_ID)  # (E, A, H, W): the board after each of the agent's moves
             a = after.shape[1]
             opp_wins = winning_moves(after.reshape(-1, *board.shape[1:]), np.repeat(1 - side, a), ENV_ID)
-            unsafe = opp_wins.any(-1).reshape(games, a) & legal_actions(board, ENV_ID)
-            safe_exists = (legal_actions(board, ENV_ID) & ~unsafe).any(-1)
-            can_win, must_block = win.any(-1) & turn, threat.any(-1) & ~win.any(-1) & turn
+            unsafe = opp_wins.any(-1).reshape(games, a) & legal
+            can_win = win.any(-1) & turn
+            must_block, could_be_safe = threat.any(-1) & ~can_win & turn, (legal & ~unsafe).any(-1) & ~can_win & turn
             counts["take"] += win[rows, action][can_win].tolist()
             counts["p_take"] += (probs * win).sum(-1)[can_win].tolist()
             counts["block"] += threat[rows, action][must_block].tolist()
             counts["p_block"] += (probs * threat).sum(-1)[must_block].tolist()
-            gave = unsafe[rows, action] & safe_exists & ~win.any(-1) & turn
-            counts["give_away"] += gave[safe_exists & ~win.any(-1) & turn].tolist()
+            counts["give_away"] += unsafe[rows, action][could_be_safe].tolist()
             actions = np.zeros((games, 2, 1), dtype=np.int64)
             actions[rows, side, 0] = action
             actions[rows, 1 - side] = env.bot_actions(bot, obs, info, 1 - side, rng)
@@ -97,8 +96,7 @@ def main() -> None:
     header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
     lines += [header, "|---" * 9 + "|"]
     for path in args.models:
-        agent, run_args, script = load_agent(path)
-        steps = torch.load(path, map_location="cpu", weights_only=False).get("global_step", run_args["total_timesteps"])
+        agent, script, steps = load_agent(path)
         for bot in args.bots:
             r = play(agent, script, bot, args.games, args.seed)
             lines.append(
