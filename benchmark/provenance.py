@@ -53,15 +53,21 @@ def command(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def code_version(*paths: str | Path) -> str:
-    """The short commit of HEAD, with ``+dirty`` when any of ``paths`` (the code being measured) differs from it."""
+    """The short commit of HEAD, with ``+dirty`` when any of ``paths`` (the code being measured) differs from it;
+    $CLEANFIVE_COMMIT where the tree is a copy without .git (a device machine's)."""
+    if not (ROOT / ".git").exists() and os.environ.get("CLEANFIVE_COMMIT"):
+        return os.environ["CLEANFIVE_COMMIT"]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", *map(str, paths)], cwd=ROOT, capture_output=True, text=True)
     return (commit.stdout.strip() or "none") + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def machine() -> str:
-    """Platform, CPU architecture, core count and Python version, in one phrase."""
-    cores = f"{os.cpu_count()} CPU cores, Python {platform.python_version()}"
+    """Platform, CPU architecture, core count, the GPU if torch sees one, and Python version, in one phrase."""
+    cores = f"{os.cpu_count()} CPU cores"
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():  # imported by a benchmark that uses it
+        cores += f", GPU {sys.modules['torch'].cuda.get_device_name()}"
+    cores += f", Python {platform.python_version()}"
     return f"{platform.platform()} ({platform.machine()}), {cores}"
 
 
@@ -258,6 +264,6 @@ def kept_provenance(kept: list[dict]) -> str:
     codes, machines = sorted({run["code"] for run in kept}), sorted({run["machine"] for run in kept})
     return (
         f"trained from {dates[0]} to {dates[-1]} at commit(s) {', '.join(f'`{c}`' for c in codes)} on "
-        f"{', '.join(machines)}; 1-minute load average at the end of a run {min(loads):.1f}-{max(loads):.1f} (2: both "
-        "cores busy)"
+        f"{', '.join(machines)}; 1-minute load average at the end of a run {min(loads):.1f}-"
+        f"{max(loads):.1f} (n: n cores busy)"
     )

@@ -19,7 +19,14 @@ defaults, and MicroRTS-Py's experiments/ppo_gridnet.py against ppo_gridnet_maske
 self-play environments. Writes the table into docs/speed.md and keeps each case's runs in
 benchmark/results/speed/<case>.json, from which ``--from-results`` remakes it.
 
+With ``--gpu`` (on a machine with CUDA), each case that trains one script of this tree (c4, lane, gridnet, impala,
+guidance, and impala-wide: cleanba_impala.py with 64 environments over 4 actor threads) runs that script on the CPU
+(A, ``--no-cuda``) against the same script on the GPU (B), and the table starts with envpool's own ceiling there
+(Breakout-v5, random actions, asynchronous, as many threads as cores); it goes into docs/speed.md's GPU block and
+benchmark/results/speed_gpu/. Where the tree has no .git (a copied tree), $CLEANFIVE_COMMIT names its commit.
+
     uv run --all-extras python benchmark/speed.py --rounds 2
+    python benchmark/speed.py --gpu --cases c4 impala impala-wide lane --rounds 1
 """
 
 import functools
@@ -39,12 +46,14 @@ DOC = pv.ROOT / "docs" / "speed.md"
 SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
 NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
 PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]
+WIDE = ["--local-num-envs", "64", "--num-actor-threads", "4", "--torch-threads", "4"]  # a GPU machine's 16 cores
 # case: (this tree's script, its flags, the steps of one update of A, updates per run: 30-120 s on 2 idle cores)
 CASES = {
     "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
     "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *SELFPLAY], 64 * 64, 3),
     "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
     "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
+    "impala-wide": ("cleanba_impala.py", ["--save-every", "0", *WIDE], 64 * 32, 20),
     "guidance": ("ppo_action_guidance.py", ["--eval-episodes", "0", "--save-every", "0"], 8 * 128, 20),
     "torchrun": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
     "cleanrl": ("cleanba_impala.py", ["--save-every", "0"], 8 * 128, 40),
@@ -56,12 +65,14 @@ PEERS = {  # case: the peer, its script under --peers (its venv: .venv in the sc
 }
 LEAGUE = "gym-microrts-static-files"
 PARSER = pv.parser(__file__, __doc__, extra=False, results="speed")
-PARSER.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="cases to run")
+GPU_CASES = ["c4", "lane", "gridnet", "impala", "guidance", "impala-wide"]  # --gpu: one script of this tree
+PARSER.add_argument("--cases", nargs="+", choices=list(CASES), help="cases to run (default: all but impala-wide)")
 PARSER.add_argument("--rounds", type=int, default=2, help="runs of each command, alternating")
 PARSER.add_argument("--updates", type=int, help="updates of A per run (default: each case's own)")
 PARSER.add_argument("--baseline", default="0736919", help="the earlier commit that the scripts are compared with")
 PARSER.add_argument("--baseline-dir", type=Path, help="a checkout of --baseline (default: a git worktree in /tmp)")
 PARSER.add_argument("--peers", type=Path, help="the folder of the peers' checkouts and venvs (see above)")
+PARSER.add_argument("--gpu", action="store_true", help="each script on the CPU (A) against the GPU (B), see above")
 
 
 def git(*words: str) -> str:
@@ -97,6 +108,9 @@ def sides(case: str, args, total: int, base: Path | None) -> list[dict] | str:
     script, flags, _, _ = CASES[case]
     here, run = pv.ROOT / "cleanfive" / script, [*flags, "--total-timesteps", str(total)]
     mine = side(f"this tree `{this_tree()}`", [sys.executable, here, *run], {"PYTHONPATH": pv.ROOT})
+    if args.gpu:
+        cpu = side("CPU (`--no-cuda`)", [sys.executable, here, *run, "--no-cuda"], {"PYTHONPATH": pv.ROOT})
+        return [cpu, mine | {"label": "GPU"}]
     if case == "torchrun":
         if "LOCAL_RANK" not in here.read_text() and "init_process_group" not in here.read_text():
             return f"cleanfive/{script} has no torchrun support yet (no LOCAL_RANK, no init_process_group)"
@@ -141,10 +155,11 @@ def measure(s: dict) -> dict:
         done = subprocess.run(s["argv"], cwd=tmp, env=env, capture_output=True, text=True)
         wall = time.time() - start
         if done.returncode != 0:
-            sys.exit(f"failed with exit code {done.returncode}: {shlex.join(s['argv'])}\n{done.stderr[-3000:]}")
+            print(done.stderr[-3000:], file=sys.stderr, flush=True)
+            raise RuntimeError(f"exit code {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
         events = sps_events(Path(tmp, "runs"), s["tag"])
     if len(events) < 3:
-        sys.exit(f"{len(events)} {s['tag']} events: a run needs 3 updates or more (--updates)")
+        raise RuntimeError(f"{len(events)} {s['tag']} events: a run needs 3 updates or more (--updates)")
     first, last = events[0], events[-2]
     sps = (last.step - first.step) / (last.wall_time - first.wall_time)
     result = {"sps": sps, "first_update": first.wall_time - start, "wall": wall, "own_sps": events[-1].value}
@@ -170,7 +185,11 @@ def run_case(case: str, args, base: Path | None) -> dict | str:
     load_start, runs = os.getloadavg()[0], [[], []]
     for round_ in range(args.rounds):
         for s, kept in zip(commands, runs, strict=True):
-            kept.append(measure(s))
+            try:
+                kept.append(measure(s))
+            except RuntimeError as failed:
+                print(f"{case}: FAILED: {shlex.join(s['argv'])}: {failed}", flush=True)
+                return f"failed: {failed}"
             print(f"  {case} round {round_ + 1} {s['label']}: {kept[-1]['sps']:.0f} steps/s", flush=True)
     result = {"case": case, "updates": args.updates or updates, "rounds": args.rounds, "sides": []}
     for s, r in zip(commands, runs, strict=True):
@@ -192,18 +211,52 @@ def row(kept: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def envpool_ceiling(seconds: float = 10.0) -> str:
+    """envpool's own speed on this machine: Breakout-v5 (cleanba_impala.py's settings) with random actions,
+    asynchronous (2 x cores environments, batches of cores, cores threads), for ``seconds``; as one phrase."""
+    import envpool
+    import numpy as np
+
+    cores, rng = os.cpu_count(), np.random.default_rng(0)
+    kwargs = {"num_envs": 2 * cores, "batch_size": cores, "num_threads": cores, "episodic_life": True}
+    envs = envpool.make("Breakout-v5", env_type="gymnasium", reward_clip=True, **kwargs)
+    envs.async_reset()
+    steps, start = 0, time.time()
+    while time.time() - start < seconds:
+        *_, info = envs.recv()
+        envs.send(rng.integers(envs.action_space.n, size=len(info["env_id"])), info["env_id"])
+        steps += len(info["env_id"])
+    sps = steps / (time.time() - start)
+    return f"envpool's ceiling here: Breakout-v5, random actions, asynchronous ({kwargs}): {sps:.0f} steps/s"
+
+
 def main() -> None:
     args = PARSER.parse_args()
     pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (the last one is left out)")
+    block = "speed-gpu" if args.gpu else "speed"
+    args.cases = args.cases or (GPU_CASES[:-1] if args.gpu else [c for c in CASES if c != "impala-wide"])
+    wrong = sorted(set(args.cases) - set(GPU_CASES)) if args.gpu else []
+    pv.check(not wrong, f"--gpu measures one script of this tree per case; drop {' '.join(wrong)} from --cases")
+    if args.gpu:
+        import torch  # also names the GPU in the table's machine
+
+        pv.check(torch.cuda.is_available() or args.from_results, "--gpu: torch sees no CUDA device on this machine")
+    if args.gpu and args.results == PARSER.get_default("results"):
+        args.results = args.results.with_name("speed_gpu")
     if not args.no_docs:
-        pv.markers(DOC, "speed")
+        pv.markers(DOC, block)
     started, load_start = time.time(), os.getloadavg()[0]
     if args.from_results:
         settings = {case: {"updates": args.updates or CASES[case][3], "rounds": args.rounds} for case in args.cases}
         found = {case: pv.load_kept(args.results / f"{case}.json", **settings[case]) for case in args.cases}
         found = {case: k or "no result kept with these --updates and --rounds" for case, k in found.items()}
     else:
-        base = baseline_checkout(args) if set(args.cases) - {"torchrun", *PEERS} else None
+        ceiling = envpool_ceiling() if args.gpu else None
+        if ceiling:
+            print(ceiling, flush=True)
+            args.results.mkdir(parents=True, exist_ok=True)
+            (args.results / "ceiling.txt").write_text(ceiling + "\n")
+        base = baseline_checkout(args) if set(args.cases) - {"torchrun", *PEERS} and not args.gpu else None
         found = {case: run_case(case, args, base) for case in args.cases}
     kept = [k for k in found.values() if isinstance(k, dict)]
     pv.check(bool(kept), f"no results of {args.cases} with these --updates and --rounds in {args.results}")
@@ -218,6 +271,8 @@ def main() -> None:
         " B ÷ A: the ratio of their medians; first update and wall: seconds from the launch, A's runs; B's runs."
     )
     lines = [*pv.header(PARSER, args, code, source, note)]
+    if args.gpu and (args.results / "ceiling.txt").exists():
+        lines += [(args.results / "ceiling.txt").read_text().strip() + ".", ""]
     lines += ["| case | A | B | A steps/s | B steps/s | B ÷ A | first update (s) | wall (s) |", "|---" * 8 + "|"]
     lines += [row(k) for k in kept]
     lines += ["", "Commands (each in an empty folder):", ""]
@@ -229,7 +284,9 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
-        pv.write_block(DOC, "speed", table)
+        pv.write_block(DOC, block, table)
+    failed = [case for case, why in found.items() if isinstance(why, str) and why.startswith("failed")]
+    pv.check(not failed, f"cases {' '.join(failed)} failed: their errors are printed above")
 
 
 if __name__ == "__main__":
