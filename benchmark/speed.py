@@ -241,8 +241,11 @@ def main() -> None:
         import torch  # also names the GPU in the table's machine
 
         pv.check(torch.cuda.is_available() or args.from_results, "--gpu: torch sees no CUDA device on this machine")
-    if args.gpu and args.results == PARSER.get_default("results"):
-        args.results = args.results.with_name("speed_gpu")
+    if args.gpu:  # no baseline; results kept beside the CPU machine's, and shown as the default in the table
+        args.baseline = None
+        if args.results == PARSER.get_default("results"):
+            args.results = args.results.with_name("speed_gpu")
+            PARSER.set_defaults(results=args.results)
     if not args.no_docs:
         pv.markers(DOC, block)
     started, load_start = time.time(), os.getloadavg()[0]
