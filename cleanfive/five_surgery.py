@@ -281,10 +281,14 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs only on the heroes it drives (`active`); the others (another policy's) keep their state
-        batch_size = lstm_state[0].shape[1]
-        hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
-        hidden[active] = self.embed(x[active])
+        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
+        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        batch_size, every = lstm_state[0].shape[1], bool(active.all())  # every: no row to leave out, no gathering
+        if every:
+            hidden = self.embed(x)
+        else:
+            hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
+            hidden[active] = self.embed(x[active])
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
@@ -295,10 +299,14 @@ class Agent(nn.Module):
         (h, c), outputs = lstm_state, []
         for (start, end), stretch in zip(bounds, stretches, strict=True):
             h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
-            rows = active[start].nonzero().squeeze(1)
-            out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
-            outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
-            h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
+            if every:
+                out, (h, c) = self.lstm(stretch, (h, c))
+                outputs.append(out)
+            else:
+                rows = active[start].nonzero().squeeze(1)
+                out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
+                outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
+                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
         return torch.cat(outputs).flatten(0, 1), (h, c)
 
     def get_value(self, x, lstm_state, done, active):
@@ -428,13 +436,12 @@ def operate(state, plan, lstm_scale, seed):
 def compare(unoperated, operated, recorded, device):
     """Max |delta logits| (the unoperated policy's actions) and max |delta value| over recorded games, each network
     carrying its own LSTM state from the start of the games (Equation 8: same game states, same outputs)."""
-    obs, done = recorded
+    obs, done, active = recorded
     outputs = []
     for agent in (unoperated, operated):
         with torch.inference_mode():
             state = zero_state(agent, obs.shape[1], device)
-            everyone = torch.ones(done.numel(), dtype=torch.bool, device=device)
-            hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), everyone)
+            hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), active.flatten().bool())
             outputs.append((agent.actor(hidden)[:, : unoperated.actor.out_features], agent.critic(hidden)))
     (logits, value), (new_logits, new_value) = outputs
     return (new_logits - logits).abs().max().item(), (new_value - value).abs().max().item()
@@ -452,10 +459,12 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
 
 
-def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (T, P) tensors (CleanRL's loop). Every step is a step of every hero,
-    the waiting side's in a board game included: its value there is that of the position after its own move."""
-    advantages, lastgaelam = torch.zeros_like(rewards), 0
+def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
+    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
+    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
+    Returns (advantages, values with those of the waiting steps filled in)."""
+    values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):
         if t == rewards.shape[0] - 1:
             nextnonterminal = 1.0 - next_done
@@ -463,9 +472,11 @@ def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
         else:
             nextnonterminal = 1.0 - dones[t + 1]
             nextvalues = values[t + 1]
+        values[t] = torch.where(active[t], values[t], rewards[t] + gamma * nextvalues * nextnonterminal)
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages
+        lam = torch.where(active[t], gae_lambda, 1.0)
+        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    return advantages, values
 
 
 def to_sequences(x, bptt_len):
@@ -509,11 +520,11 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             state = zero_state(agent, E * N, device)
             done = torch.zeros(E * N, device=device)
             scores = np.full(E, np.nan)
-            everyone = torch.ones(E * N, dtype=torch.bool, device=device)
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
+                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
                 actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
@@ -535,20 +546,21 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
     """Scores (num_games,) of `agent` against `opponent` (another Agent): 1 win, 0.5 draw, 0 loss, the agent on side
     e % 2 of game e. Actions from index `num_actions` on are masked (new actions off). With `record_steps`, plays only
-    that many steps and also returns their observations (T, E * 2 * N, *obs_shape) and done flags (T, E * 2 * N)."""
+    that many steps and also returns their observations (T, E * 2 * N, *obs_shape), done flags and the flags of the
+    heroes whose team acts (T, E * 2 * N)."""
     env = make_team_env(args.env_id, num_games, int(rng.integers(2**31)), args.num_heroes)
     E, N = num_games, args.num_heroes
     rows = np.arange(E)
     players = [(agent, rows % 2), (opponent, 1 - rows % 2)]  # each plays both sides, in half of the games each
     states = [zero_state(player, E * N, device) for player, _ in players]
-    everyone = torch.ones(E * N, dtype=torch.bool, device=device)
     obs, info = env.reset()
     done = np.zeros(E, dtype=bool)
     scores = np.full(E, np.nan)
     recorded = []
     while np.isnan(scores).any() and (record_steps == 0 or len(recorded) < record_steps):
         if record_steps:
-            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N)))
+            team_acts = np.repeat(info["acting"].any(2), N, axis=1).reshape(-1)
+            recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N), team_acts))
         legal = info["action_mask"].copy()
         legal[..., num_actions:] = False
         actions = np.zeros((E, 2, N), dtype=np.int64)
@@ -558,7 +570,8 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
                 # an unoperated policy has fewer actions: it sees the first ones of the mask
                 mask = torch.as_tensor(legal[rows, side, :, : player.actor.out_features], device=device).flatten(0, 1)
                 player_done = torch.as_tensor(np.repeat(done, N), dtype=torch.float32, device=device)
-                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, everyone, mask)
+                active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), N), device=device)
+                action, _, _, _, states[i] = player.get_action_and_value(x, states[i], player_done, active, mask)
             actions[rows, side] = action.cpu().numpy().reshape(E, N)
         obs, _, done, info = env.step(actions)
         finished = info["game_over"] & np.isnan(scores)
@@ -823,7 +836,7 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
-    # the network ran for this hero: the latest policy drives it (value-loss weight)
+    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
     active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
@@ -897,7 +910,8 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            active[step] = torch.as_tensor(is_learner, device=device)
+            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
 
             # ALGO LOGIC: action logic
             with torch.inference_mode():
@@ -913,7 +927,7 @@ if __name__ == "__main__":
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
                         next_done[rows],
-                        torch.ones(len(rows), dtype=torch.bool, device=device),
+                        team_acts[rows],
                         next_mask[rows],
                     )
                     action[rows] = past_action
@@ -991,7 +1005,7 @@ if __name__ == "__main__":
         with torch.no_grad():
             everyone = torch.ones(P, dtype=torch.bool, device=device)
             next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
-            advantages = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
         # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)

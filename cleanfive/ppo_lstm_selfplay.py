@@ -254,10 +254,14 @@ class Agent(nn.Module):
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs only on the heroes it drives (`active`); the others (another policy's) keep their state
-        batch_size = lstm_state[0].shape[1]
-        hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
-        hidden[active] = self.embed(x[active])
+        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
+        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        batch_size, every = lstm_state[0].shape[1], bool(active.all())  # every: no row to leave out, no gathering
+        if every:
+            hidden = self.embed(x)
+        else:
+            hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
+            hidden[active] = self.embed(x[active])
         hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
@@ -268,10 +272,14 @@ class Agent(nn.Module):
         (h, c), outputs = lstm_state, []
         for (start, end), stretch in zip(bounds, stretches, strict=True):
             h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
-            rows = active[start].nonzero().squeeze(1)
-            out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
-            outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
-            h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
+            if every:
+                out, (h, c) = self.lstm(stretch, (h, c))
+                outputs.append(out)
+            else:
+                rows = active[start].nonzero().squeeze(1)
+                out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
+                outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
+                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
         return torch.cat(outputs).flatten(0, 1), (h, c)
 
     def get_value(self, x, lstm_state, done, active):
@@ -302,10 +310,12 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
 
 
-def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over (T, P) tensors (CleanRL's loop). Every step is a step of every hero,
-    the waiting side's in a board game included: its value there is that of the position after its own move."""
-    advantages, lastgaelam = torch.zeros_like(rewards), 0
+def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
+    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
+    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
+    Returns (advantages, values with those of the waiting steps filled in)."""
+    values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):
         if t == rewards.shape[0] - 1:
             nextnonterminal = 1.0 - next_done
@@ -313,9 +323,11 @@ def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
         else:
             nextnonterminal = 1.0 - dones[t + 1]
             nextvalues = values[t + 1]
+        values[t] = torch.where(active[t], values[t], rewards[t] + gamma * nextvalues * nextnonterminal)
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    return advantages
+        lam = torch.where(active[t], gae_lambda, 1.0)
+        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    return advantages, values
 
 
 def to_sequences(x, bptt_len):
@@ -359,11 +371,11 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             state = zero_state(agent, E * N, device)
             done = torch.zeros(E * N, device=device)
             scores = np.full(E, np.nan)
-            everyone = torch.ones(E * N, dtype=torch.bool, device=device)
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, everyone, mask)
+                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
+                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
                 actions = np.zeros((E, 2, N), dtype=np.int64)
                 actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
                 actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
@@ -551,7 +563,7 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
     acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
-    # the network ran for this hero: the latest policy drives it (value-loss weight)
+    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
     active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
@@ -620,7 +632,8 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             acting[step] = next_acting
-            active[step] = torch.as_tensor(is_learner, device=device)
+            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
 
             # ALGO LOGIC: action logic
             with torch.inference_mode():
@@ -636,7 +649,7 @@ if __name__ == "__main__":
                         next_obs[rows],
                         (prev_state[0][:, rows], prev_state[1][:, rows]),
                         next_done[rows],
-                        torch.ones(len(rows), dtype=torch.bool, device=device),
+                        team_acts[rows],
                         next_mask[rows],
                     )
                     action[rows] = past_action
@@ -713,7 +726,7 @@ if __name__ == "__main__":
         with torch.no_grad():
             everyone = torch.ones(P, dtype=torch.bool, device=device)
             next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
-            advantages = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
         # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)

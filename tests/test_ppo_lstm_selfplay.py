@@ -338,16 +338,16 @@ def one_step_at_a_time(agent, x, state, done, active):
 
 @pytest.mark.parametrize("waiting", [0.0, 0.5])
 def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, waiting):
-    """get_states runs the LSTM over stretches of steps without a reset in one call and, on steps where another
-    policy drives some team, over the active heroes only; that must equal one step at a time over everyone, where an
-    inactive hero's state carries over."""
+    """get_states runs the LSTM over stretches of steps without a reset in one call and, on steps where some team
+    waits, over the active heroes only; that must equal one step at a time over everyone, where a waiting hero's
+    state carries over."""
     torch.manual_seed(0)
     T, teams, N, obs_size = 12, 6, 2, 5
     agent = script.Agent(obs_size, num_actions=3, num_heroes=N, hidden_size=16)
     x = torch.randn(T * teams * N, obs_size)
     state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
     done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1)
-    active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams are this network's or not
+    active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
     active[:4] = True  # a stretch with every team active
     got, (h, c) = agent.get_states(x, state, done.flatten(), active.flatten())
     want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
@@ -356,32 +356,45 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     torch.testing.assert_close(c, want_c, rtol=1e-5, atol=1e-5)
 
 
-def direct_advantages(rewards, values, dones, next_value, next_done, gamma, lam):
-    """GAE as the sum of its definition: A(t) = sum_k (gamma lambda)^k delta(t + k), delta(t) = r(t) + gamma V(t + 1)
-    - V(t), every sum and bootstrap cut where a game ends (dones[t + 1]: the step after t starts a new game)."""
+def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam):
+    """GAE decision by decision: from each active step t to the hero's next active step u (or the bootstrap after
+    the rollout), R = the rewards discounted per step, cut where a game ends; delta = R + gamma^(u - t) V(u) - V(t);
+    A(t) = delta + (gamma^(u - t) lambda) A(u)."""
     T, P = rewards.shape
     dones = np.concatenate([dones, next_done[None]])
     value = np.concatenate([values, next_value[None]])
-    delta = rewards + gamma * value[1:] * (1 - dones[1:]) - values
     advantages = np.zeros((T, P))
-    for t in range(T):
-        for p in range(P):
-            for k in range(T - t):
-                advantages[t, p] += (gamma * lam) ** k * delta[t + k, p]
-                if dones[t + k + 1, p]:
+    for p in range(P):
+        for t in reversed(np.flatnonzero(active[:, p])):
+            total, u, ended = 0.0, t, False
+            while True:
+                total += gamma ** (u - t) * rewards[u, p]
+                u += 1
+                ended = bool(dones[u, p])
+                if ended or u == T or active[u, p]:
                     break
+            advantages[t, p] = total - values[t, p]
+            if not ended:
+                advantages[t, p] += gamma ** (u - t) * (value[u, p] + (lam * advantages[u, p] if u < T else 0.0))
     return advantages
 
 
-def test_gae_equals_its_definition(script):
+def test_gae_with_waiting_steps_discounts_lambda_per_decision(script):
     rng = np.random.default_rng(3)
     T, P, gamma, lam = 20, 6, 0.97, 0.9
     rewards, values = rng.normal(size=(T, P)), rng.normal(size=(T, P))
     dones = (rng.random((T, P)) < 0.1).astype(float)
+    active = rng.random((T, P)) < 0.6
     next_value, next_done = rng.normal(size=P), (rng.random(P) < 0.2).astype(float)
-    tensors = [torch.as_tensor(a) for a in (rewards, values, dones, next_value[None], next_done)]
-    want = direct_advantages(rewards, values, dones, next_value, next_done, gamma, lam)
-    np.testing.assert_allclose(script.gae(*tensors, gamma, lam).numpy(), want, rtol=1e-6, atol=1e-6)
+    tensors = [torch.as_tensor(a) for a in (rewards, values, dones, active, next_value[None], next_done)]
+    advantages, filled = script.gae(*tensors, gamma, lam)
+    want = direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam)
+    np.testing.assert_allclose(advantages.numpy()[active], want[active], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(filled.numpy()[active], values[active])  # the decisions keep their values
+    all_active = script.gae(*tensors[:3], torch.ones(T, P, dtype=torch.bool), *tensors[4:], gamma, lam)[0]
+    everyone = np.ones((T, P), dtype=bool)
+    want_plain = direct_semi_mdp_advantages(rewards, values, dones, everyone, next_value, next_done, gamma, lam)
+    np.testing.assert_allclose(all_active.numpy(), want_plain, rtol=1e-6, atol=1e-6)  # plain GAE when all decide
 
 
 @pytest.mark.slow
