@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 from PIL import Image
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
@@ -283,31 +284,41 @@ class Agent(nn.Module):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
         # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
         # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
-        batch_size, every = lstm_state[0].shape[1], bool(active.all())  # every: no row to leave out, no gathering
-        if every:
-            hidden = self.embed(x)
-        else:
-            hidden = x.new_zeros(x.shape[0], self.lstm.input_size)
-            hidden[active] = self.embed(x[active])
-        hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
+        batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        # one LSTM call per stretch of steps with the same active heroes and no game ending after its first step
-        cuts = ((active[1:] != active[:-1]).any(1) | (done[1:] > 0).any(1)).tolist()
-        starts = [0] + [t + 1 for t, cut in enumerate(cuts) if cut]
-        bounds = list(zip(starts, starts[1:] + [len(done)], strict=True))
-        stretches = hidden.split([end - start for start, end in bounds])  # split: its backward is one concatenation
-        (h, c), outputs = lstm_state, []
-        for (start, end), stretch in zip(bounds, stretches, strict=True):
-            h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
-            if every:
+        if active.all():  # one LSTM call per stretch of steps in which no game ends after its first step
+            hidden = self.embed(x).reshape((-1, batch_size, self.lstm.input_size))
+            starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
+            lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
+            (h, c), outputs = lstm_state, []
+            for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
+                h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
                 out, (h, c) = self.lstm(stretch, (h, c))
                 outputs.append(out)
-            else:
-                rows = active[start].nonzero().squeeze(1)
-                out, (h_rows, c_rows) = self.lstm(stretch[:, rows], (h[:, rows], c[:, rows]))
-                outputs.append(hidden.new_zeros(end - start, batch_size, h.shape[2]).index_copy(1, rows, out))
-                h, c = h.index_copy(1, rows, h_rows), c.index_copy(1, rows, c_rows)
-        return torch.cat(outputs).flatten(0, 1), (h, c)
+            return torch.cat(outputs).flatten(0, 1), (h, c)
+        # else one packed LSTM call: a sequence is one hero's active steps between two game ends
+        games = done.cumsum(0)  # game ends so far, per step and hero
+        h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
+        outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)
+        if active.any():
+            t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
+            order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
+            t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
+            _, seq, lengths = torch.unique_consecutive(b * len(done) + games[t, b].long(), True, True)
+            first = lengths.cumsum(0) - lengths  # each sequence's first entry
+            position = torch.arange(len(t), device=x.device) - first[seq]
+            padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (step, sequence, features)
+            padded[position, seq] = hidden
+            fresh = (games[t[first], b[first]] == 0).view(1, -1, 1)  # no game end before it: the carried state
+            initial = (lstm_state[0][:, b[first]] * fresh, lstm_state[1][:, b[first]] * fresh)
+            packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
+            out, (h_seq, c_seq) = self.lstm(packed, initial)
+            outputs[t, b] = pad_packed_sequence(out)[0][position, seq]
+            last = torch.cat([b[first][1:] != b[first][:-1], b.new_ones(1, dtype=torch.bool)])  # a hero's last
+            hero = b[first][last]
+            kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
+            h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
+        return outputs.flatten(0, 1), (h, c)
 
     def get_value(self, x, lstm_state, done, active):
         hidden, _ = self.get_states(x, lstm_state, done, active)

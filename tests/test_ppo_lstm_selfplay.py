@@ -336,11 +336,11 @@ def one_step_at_a_time(agent, x, state, done, active):
     return torch.cat(outputs).flatten(0, 1), (h, c)
 
 
-@pytest.mark.parametrize("waiting", [0.0, 0.5])
+@pytest.mark.parametrize("waiting", [0.0, 0.5, 0.9, 1.0])
 def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, waiting):
-    """get_states runs the LSTM over stretches of steps without a reset in one call and, on steps where some team
-    waits, over the active heroes only; that must equal one step at a time over everyone, where a waiting hero's
-    state carries over."""
+    """get_states runs the LSTM over stretches of steps without a reset in one call where every team acts, and
+    otherwise over each hero's active steps between game ends as one packed call; both must equal one step at a
+    time over everyone, where a waiting hero's state carries over, in outputs, final states and gradients."""
     torch.manual_seed(0)
     T, teams, N, obs_size = 12, 6, 2, 5
     agent = script.Agent(obs_size, num_actions=3, num_heroes=N, hidden_size=16)
@@ -348,12 +348,16 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
     done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1)
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
-    active[:4] = True  # a stretch with every team active
+    active[:4] = waiting < 1.0  # a stretch with every team active (none at all in the last case)
     got, (h, c) = agent.get_states(x, state, done.flatten(), active.flatten())
     want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c, want_c, rtol=1e-5, atol=1e-5)
+    if waiting < 1.0:  # (with no hero active, nothing depends on the weights)
+        weights = torch.randn_like(got)
+        grads = [torch.autograd.grad((y * weights).sum(), agent.lstm.weight_hh_l0)[0] for y in (got, want)]
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
 
 
 def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam):
