@@ -104,6 +104,7 @@ class Args:
     # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
     # that is not part of OpenAI Five's recipe (0: self-play only)
     bot_fraction: float = 0.0
+    bot_opponents: tuple[str, ...] = ()  # the bots of those games, among the references (empty: every reference)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
@@ -464,6 +465,8 @@ if __name__ == "__main__":
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
+    outside = [name for name in args.bot_opponents if name not in references]
+    check(not outside, f"--bot-opponents {outside} are not among the references {', '.join(references)}")
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
@@ -563,6 +566,7 @@ if __name__ == "__main__":
     past_agents: list[Agent] = []
     opponent_kind = np.full(E, LATEST)
     opponent_index = np.zeros(E, dtype=np.int64)  # PAST: the version's index in the pool; BOT: in `references`
+    bot_choices = [references.index(name) for name in args.bot_opponents or references]  # the bot games' bots
     learner_side = np.zeros(E, dtype=np.int64)
 
     # ALGO Logic: Storage setup
@@ -711,7 +715,7 @@ if __name__ == "__main__":
                 if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
                     other = over[~vs_past]
                     vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
-                    opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.integers(len(references), size=vs_bot.size)
+                    opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.choice(bot_choices, size=vs_bot.size)
                     learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
                 is_learner = learner_rows(opponent_kind, learner_side, S, N)
 

@@ -37,6 +37,7 @@ USER_ERRORS = [
     (["--references", "random"], "at least two"),
     (["--policy-lag", "-1"], "--policy-lag"),
     (["--bot-fraction", "1.5"], "--bot-fraction"),
+    (["--references", "random", "greedy", "--bot-opponents", "lookahead"], "--bot-opponents ['lookahead']"),
     (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
     (["--score-weights", "win=much"], "name=number"),
     (["--score-weights", "win=inf"], "name=number"),
@@ -62,6 +63,7 @@ WEIGHTS = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references"
 WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--score-weights", "win=0.5"]}
 BOTS = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
 BOTS += ["--references", "greedy", "lookahead"]
+BOT_RUNS = {"tactical": [], "random only": ["--references", "random", "greedy", "--bot-opponents", "random"]}
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
@@ -83,7 +85,7 @@ def driven(tmp_path_factory):
     cases |= {("error", i): (root / "errors", [*TINY, *f]) for i, (f, _) in enumerate(USER_ERRORS)}
     cases |= {("lag", *k): (root / f"lag_{k[0]}_{k[1]}", [*LAG, *f]) for k, f in LAG_RUNS.items()}
     cases |= {("weights", k): (root / f"weights_{k}", [*WEIGHTS, *f]) for k, f in WEIGHT_RUNS.items()}
-    cases["bots"] = (root / "bots", BOTS)
+    cases |= {("bots", k): (root / f"bots_{k.replace(' ', '_')}", [*BOTS, *f]) for k, f in BOT_RUNS.items()}
     cases |= {("evals", k): (root / f"evals_{k}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     return drive(SCRIPT, cases, timeout=600)
 
@@ -164,15 +166,21 @@ def test_policy_lag_acts_with_the_version_k_updates_old(driven):
 def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     """--bot-fraction 1 --past-fraction 0: every game after the first ones faces a reference bot, logged under
     league/winrate_vs_bots. Against greedy and lookahead (which take a winning move and block one) an untrained
-    learner wins few games; had the learner driven both sides, it would win about half (it plays either side)."""
-    result, tmp_path = driven["bots"]
-    assert result.returncode == 0, result.stderr
-    (run_dir,) = (tmp_path / "runs").glob("*__*__*")
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    events.Reload()
-    assert "league/winrate_vs_past" not in events.Tags()["scalars"]
-    rates = [e.value for e in events.Scalars("league/winrate_vs_bots")]
-    assert len(rates) >= 8 and np.mean(rates) < 0.25, rates
+    learner wins few games; had the learner driven both sides, it would win about half (it plays either side).
+    With --bot-opponents random, its bot games are against random alone, of which it wins about half."""
+
+    def rates(name):
+        result, tmp_path = driven["bots", name]
+        assert result.returncode == 0, result.stderr
+        (run_dir,) = (tmp_path / "runs").glob("*__*__*")
+        events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        events.Reload()
+        assert "league/winrate_vs_past" not in events.Tags()["scalars"]
+        return [e.value for e in events.Scalars("league/winrate_vs_bots")]
+
+    tactical, random_only = rates("tactical"), rates("random only")
+    assert len(tactical) >= 8 and np.mean(tactical) < 0.25, tactical
+    assert len(random_only) >= 8 and np.mean(random_only) > 0.3, random_only
 
 
 def test_score_weights_override_the_worlds_weights(driven):
