@@ -278,7 +278,8 @@ class Agent(nn.Module):
             t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
             order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
             t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-            _, seq, lengths = torch.unique_consecutive(b * len(done) + games[t, b].long(), True, True)
+            sequence_key = b * (len(done) + 1) + games[t, b].long()  # (hero, games ended before): 0..T of them
+            _, seq, lengths = torch.unique_consecutive(sequence_key, True, True)
             first = lengths.cumsum(0) - lengths  # each sequence's first entry
             position = torch.arange(len(t), device=x.device) - first[seq]
             padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (step, sequence, features)

@@ -344,19 +344,22 @@ def one_step_at_a_time(agent, x, state, done, active):
     return torch.cat(outputs).flatten(0, 1), (h, c)
 
 
-@pytest.mark.parametrize("waiting", [0.0, 0.5, 0.9, 1.0])
-def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, waiting):
+@pytest.mark.parametrize(
+    ("T", "waiting", "ends"),
+    [(12, 0.0, 0.15), (12, 0.5, 0.15), (12, 0.9, 0.15), (12, 1.0, 0.15), (1, 0.5, 0.5), (2, 0.5, 0.7)],
+)
+def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, T, waiting, ends):
     """get_states runs the LSTM over stretches of steps without a reset in one call where every team acts, and
     otherwise over each hero's active steps between game ends as one packed call; both must equal one step at a
     time over everyone, where a waiting hero's state carries over, in outputs, final states and gradients."""
     torch.manual_seed(0)
-    T, teams, N, obs_size = 12, 6, 2, 5
+    teams, N, obs_size = 6, 2, 5
     agent = script.Agent(obs_size, num_actions=3, num_heroes=N, hidden_size=16)
     x = torch.randn(T * teams * N, obs_size)
     state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
-    done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1)
+    done = (torch.rand(T, teams) < ends).float().repeat_interleave(N, 1)
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
-    active[:4] = waiting < 1.0  # a stretch with every team active (none at all in the last case)
+    active[: min(4, T - 1)] = waiting < 1.0  # a stretch with every team active (none at all where waiting is 1)
     got, (h, c) = agent.get_states(x, state, done.flatten(), active.flatten())
     want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
