@@ -809,9 +809,10 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                for param in agent.parameters() if world_size > 1 else ():  # the mean gradient of all processes
-                    dist.all_reduce(param.grad)
-                    param.grad /= world_size
+                if world_size > 1:  # the mean gradient of all processes, in one all-reduce
+                    grads = torch.cat([param.grad.flatten() for param in agent.parameters()]) / world_size
+                    dist.all_reduce(grads)
+                    torch.nn.utils.vector_to_parameters(grads, [param.grad for param in agent.parameters()])
                 if args.clip_grad_per_param:  # OpenAI Five: each entry to +-5 sqrt(v), v of the unclipped gradients
                     grad_steps += 1
                     beta2 = optimizer.defaults["betas"][1]
