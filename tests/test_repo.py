@@ -325,3 +325,31 @@ def test_every_script_carries_the_same_run_management_block():
             assert 0 <= start < end, f"{path.name} has no RUN MANAGEMENT block"
             blocks[path.name] = text[start:end]
     assert len(blocks) == 5 and len(set(blocks.values())) == 1, f"the block differs in {sorted(blocks)}"
+
+
+def test_speed_gpu_tabulates_kept_runs_and_needs_cuda_to_run(tmp_path):
+    """speed.py --gpu --from-results: the CPU-vs-GPU rows of the kept cases, B ÷ A of the medians, and envpool's
+    ceiling line; --gpu without a CUDA device (and not --from-results) exits 2 with one line."""
+    import json
+
+    def kept(case, cpu, gpu):
+        sides = [
+            {"label": label, "command": "python x", "runs": [{"sps": v, "first_update": 1.0, "wall": 2.0} for v in vs]}
+            for label, vs in (("CPU", cpu), ("GPU", gpu))
+        ]
+        result = {"case": case, "updates": 4, "rounds": 2, "sides": sides, "code": "abc1234", "load": 1.0}
+        (tmp_path / f"{case}.json").write_text(json.dumps(result | {"date": "2026-01-01 00:00 UTC", "machine": "m"}))
+
+    kept("c4", [100, 300], [400, 600])  # medians 200 and 500
+    (tmp_path / "ceiling.txt").write_text("envpool's ceiling here: 1000 steps/s\n")
+    cmd = [sys.executable, str(ROOT / "benchmark" / "speed.py"), "--gpu", "--no-docs", "--results", str(tmp_path)]
+    result = subprocess.run([*cmd, "--cases", "c4", "--from-results"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| c4 | CPU | GPU | 100, 300 | 400, 600 | 2.50 |" in result.stdout
+    assert "envpool's ceiling here: 1000 steps/s." in result.stdout
+    import torch
+
+    if not torch.cuda.is_available():
+        result = subprocess.run([*cmd, "--cases", "c4"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert result.returncode == 2 and "--gpu: torch sees no CUDA device" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
