@@ -281,16 +281,17 @@ class Agent(nn.Module):
             sequence_key = b * (len(done) + 1) + games[t, b].long()  # (hero, games ended before): 0..T of them
             _, seq, lengths = torch.unique_consecutive(sequence_key, True, True)
             first = lengths.cumsum(0) - lengths  # each sequence's first entry
+            owner = b[first]  # each sequence's hero
             position = torch.arange(len(t), device=x.device) - first[seq]
             padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (step, sequence, features)
             padded[position, seq] = hidden
-            fresh = (games[t[first], b[first]] == 0).view(1, -1, 1)  # no game end before it: the carried state
-            initial = (lstm_state[0][:, b[first]] * fresh, lstm_state[1][:, b[first]] * fresh)
+            fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
+            initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
             packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
             out, (h_seq, c_seq) = self.lstm(packed, initial)
             outputs[t, b] = pad_packed_sequence(out)[0][position, seq]
-            last = torch.cat([b[first][1:] != b[first][:-1], b.new_ones(1, dtype=torch.bool)])  # a hero's last
-            hero = b[first][last]
+            last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # a hero's last
+            hero = owner[last]
             kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
             h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
         return outputs.flatten(0, 1), (h, c)
