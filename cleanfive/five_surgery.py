@@ -99,8 +99,8 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
-    # that is not part of OpenAI Five's recipe (0: self-play only)
-    bot_fraction: float = 0.0
+    # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, 0.5 in the board games, else 0)
+    bot_fraction: float | None = None
     bot_opponents: tuple[str, ...] = ()  # the bots of those games, among the references (empty: every reference)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -633,7 +633,7 @@ if __name__ == "__main__":
     positive += ("verify_games", "verify_steps", "parity_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
-    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
     for name in ("widen_dense", "widen_lstm", "lr0_updates", "anneal_updates"):
@@ -664,6 +664,8 @@ if __name__ == "__main__":
         usage_error(str(error))
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
+    check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
     obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
     fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A

@@ -102,8 +102,8 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
-    # that is not part of OpenAI Five's recipe (0: self-play only)
-    bot_fraction: float = 0.0
+    # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, 0.5 in the board games, else 0)
+    bot_fraction: float | None = None
     bot_opponents: tuple[str, ...] = ()  # the bots of those games, among the references (empty: every reference)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -433,7 +433,7 @@ if __name__ == "__main__":
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
-    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
@@ -454,7 +454,9 @@ if __name__ == "__main__":
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
     args.hidden_size = args.hidden_size or envs.DEFAULT_HIDDEN_SIZE
+    args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
+    check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
@@ -542,7 +544,8 @@ if __name__ == "__main__":
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
     if verbose:  # the world's own defaults where no flag was given
-        print(f"{args.env_id}: {N} heroes a side, --hidden-size {args.hidden_size}, score weights {score_weights}")
+        print(f"{args.env_id}: {N} heroes a side, --hidden-size {args.hidden_size}, --bot-fraction {args.bot_fraction}")
+        print(f"score weights {score_weights}")
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     if saved:

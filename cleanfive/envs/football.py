@@ -75,6 +75,7 @@ class FootballTeamEnv:
     VMAS_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1}
     DEFAULT_HIDDEN_SIZE: int = 128  # the width of the kept football benchmark
+    DEFAULT_BOT_FRACTION: float = 0.0  # self-play only, as OpenAI Five
     bot_names: tuple[str, ...] = ("random", "chase", "vmas_ai")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):

@@ -260,6 +260,7 @@ class MobaTeamEnv:
     score_names: tuple[str, ...] = SCORE_NAMES
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = DEFAULT_SCORE_WEIGHTS
     DEFAULT_HIDDEN_SIZE: int = 128  # the width every kept lane-world learning benchmark used
+    DEFAULT_BOT_FRACTION: float = 0.0  # self-play only, as OpenAI Five
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, version: int = 0):
