@@ -25,7 +25,7 @@ PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000, 200_000], help="training positions")
 PARSER.add_argument("--test", type=int, default=20_000, help="held-out positions")
 PARSER.add_argument("--steps", type=int, default=3000, help="Adam steps of each network")
-PARSER.add_argument("--hidden-size", type=int, default=256, help="the script's width (256: the width of the kept table)")
+PARSER.add_argument("--hidden-size", type=int, default=256, help="the width of the kept table")
 PARSER.add_argument("--seed", type=int, default=0)
 
 
