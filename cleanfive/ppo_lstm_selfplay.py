@@ -81,8 +81,7 @@ class Args:
     target_kl: float | None = None  # the target KL divergence threshold
     # staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)
     policy_lag: int = 0
-    # width of the MLP encoder and of the LSTM (default: the world's, 128 in the team worlds, 256 in the board games)
-    hidden_size: int | None = None
+    hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
 
@@ -453,7 +452,6 @@ if __name__ == "__main__":
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
-    args.hidden_size = args.hidden_size or envs.DEFAULT_HIDDEN_SIZE
     args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
     check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
@@ -544,8 +542,7 @@ if __name__ == "__main__":
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
     if verbose:  # the world's own defaults where no flag was given
-        print(f"{args.env_id}: {N} heroes a side, --hidden-size {args.hidden_size}, --bot-fraction {args.bot_fraction}")
-        print(f"score weights {score_weights}")
+        print(f"{args.env_id}: {N} heroes a side, --bot-fraction {args.bot_fraction}, score weights {score_weights}")
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     if saved:

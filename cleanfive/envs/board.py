@@ -210,8 +210,8 @@ class BoardTeamEnv:
     seconds_per_step: float = 1.0
     score_names: tuple[str, ...] = ("win",)
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 1.0}
-    DEFAULT_HIDDEN_SIZE: int = 128  # Connect Four learns faster per CPU second than at 256 (docs/ppo_lstm_selfplay.md)
-    # half of the games against the reference bots at the start: self-play alone never passed `greedy` on Connect Four
+    # half of the games against the reference bots at the start: on Connect Four self-play alone never passed `greedy`
+    # (docs/ppo_lstm_selfplay.md, Results)
     DEFAULT_BOT_FRACTION: float = 0.5
     bot_names: tuple[str, ...] = BOT_NAMES
 

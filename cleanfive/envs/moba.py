@@ -259,7 +259,6 @@ class MobaTeamEnv:
     seconds_per_step: float = STEP_SECONDS
     score_names: tuple[str, ...] = SCORE_NAMES
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = DEFAULT_SCORE_WEIGHTS
-    DEFAULT_HIDDEN_SIZE: int = 128  # the width every kept lane-world learning benchmark used
     DEFAULT_BOT_FRACTION: float = 0.0  # self-play only, as OpenAI Five
     bot_names: tuple[str, ...] = BOT_NAMES
 

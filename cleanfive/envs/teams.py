@@ -4,8 +4,7 @@ Every world returned by :func:`make_team_env` has the same interface (the traini
 
 * attributes ``num_envs``, ``num_sides`` (2), ``num_heroes`` (N), ``num_actions`` (A), ``obs_shape`` (per hero),
   ``seconds_per_step``, ``score_names`` (C components, one of them ``"win"``), ``DEFAULT_SCORE_WEIGHTS``, ``bot_names``,
-  ``DEFAULT_HIDDEN_SIZE`` and ``DEFAULT_BOT_FRACTION`` (the policy width and the share of games against the bots
-  that a training script uses unless told otherwise);
+  ``DEFAULT_BOT_FRACTION`` (the share of games against the bots that a training script uses unless told otherwise);
 * ``reset() -> (obs, info)`` and ``step(actions int (E, 2, N)) -> (obs, scores, done, info)`` with ``obs`` float32
   (E, 2, N, *obs_shape), ``scores`` float32 (E, 2, N, C) (score-component changes of this step), ``done`` bool (E,)
   (reset the recurrent state and cut bootstrapping before the returned observation);
