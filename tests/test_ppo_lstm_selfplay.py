@@ -94,6 +94,9 @@ def driven(tmp_path_factory):
 def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     result, tmp_path = driven["smoke", env_id]
     assert result.returncode == 0, result.stderr
+    bot_fraction = 0.5 if env_id in ("ConnectFour-v1", "TicTacToe-v1") else 0.0  # the world's default, named first
+    first_line = result.stdout.splitlines()[0]
+    assert first_line.startswith(f"{env_id}: ") and f"--bot-fraction {bot_fraction}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
