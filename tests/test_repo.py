@@ -68,6 +68,7 @@ def test_implementation_details_cite_the_lines_that_hold_them(name):
         assert ref, f"docs/{name}.md: this detail names no `(lines A–B: `code`)`: {item[:100]}"
         first, last, code = int(ref[1]), int(ref[2] or ref[1]), ref[3]
         now = [i + 1 for i, line in enumerate(lines) if code in line]
+        assert first <= last <= len(lines), f"docs/{name}.md cites lines {first}–{last} of a {len(lines)}-line file"
         assert code in "\n".join(lines[first - 1 : last]), (
             f"docs/{name}.md cites lines {first}–{last} of cleanfive/{name}.py for `{code}`, which is now at {now}"
         )
