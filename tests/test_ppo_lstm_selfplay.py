@@ -94,7 +94,8 @@ def driven(tmp_path_factory):
 def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     result, tmp_path = driven["smoke", env_id]
     assert result.returncode == 0, result.stderr
-    bot_fraction = 0.5 if env_id in ("ConnectFour-v1", "TicTacToe-v1") else 0.0  # the world's default, named first
+    # the world's default, named first
+    bot_fraction = {"ConnectFour-v1": 0.5, "TicTacToe-v1": 0.5, "Moba5v5-v0": 0.2}.get(env_id, 0.0)
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith(f"{env_id}: ") and f"--bot-fraction {bot_fraction}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
