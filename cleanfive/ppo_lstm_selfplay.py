@@ -18,14 +18,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
-from cleanfive.envs.teams import make_team_env, play_bots
-from cleanfive.trueskill_league import (
-    OpponentPool,
-    ReferenceEvaluator,
-    cached_ratings,
-    fit_reference_ratings,
-    rating_from_dict,
-)
+from cleanfive.envs.teams import make_team_env, rate_bots
+from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, rating_from_dict
 
 
 @dataclass
@@ -37,8 +31,7 @@ class Args:
     track: bool = False  # if toggled, this experiment will be tracked with Weights and Biases
     wandb_project_name: str = "cleanfive"  # the wandb's project name
     wandb_entity: str | None = None  # the entity (team) of wandb's project
-    # save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render: the lane world, football)
-    capture_video: bool = False
+    capture_video: bool = False  # save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render)
     save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
     save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)
     # continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit, the
@@ -54,17 +47,14 @@ class Args:
     # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0, Moba5v5-v1,
     # VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
     env_id: str = "ConnectFour-v1"
-    # heroes per side, sharing the policy's weights (default: 5 in the team worlds, 1 in the board games)
-    num_heroes: int | None = None
-    # total environment steps (each step moves every hero of both sides of every environment)
-    total_timesteps: int = 3_000_000
+    num_heroes: int | None = None  # heroes per side, sharing one policy (default: 5 in team worlds, 1 in board games)
+    total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
     learning_rate: float = 1e-3  # the learning rate of the optimizer
     num_envs: int = 64  # the number of parallel games of each process (torchrun: K processes play K times as many)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    # time horizon H in game seconds: gamma = 1 - T / H with T the game seconds per step (Appendix, "horizon")
-    horizon_seconds: float = 100.0
+    horizon_seconds: float = 100.0  # time horizon H in game seconds: gamma = 1 - T / H, T the game seconds of a step
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
     num_minibatches: int = 4  # the number of mini-batches
     update_epochs: int = 4  # the K epochs to update the policy
@@ -72,43 +62,37 @@ class Args:
     clip_coef: float = 0.2  # the surrogate clipping coefficient
     clip_vloss: bool = True  # toggles whether or not to use a clipped loss for the value function
     ent_coef: float = 0.01  # coefficient of the entropy at the start
-    # coefficient of the entropy at the end, annealed linearly (OpenAI Five: 0.01 -> 0.001)
-    ent_coef_final: float = 0.001
+    ent_coef_final: float = 0.001  # the entropy coefficient at the end, annealed linearly (OpenAI Five: 0.01 -> 0.001)
     vf_coef: float = 0.5  # coefficient of the value function
     max_grad_norm: float = 0.5  # the maximum norm for the gradient clipping
-    # OpenAI Five's gradient clipping: each gradient entry to +-5 sqrt(v), v its running second moment
-    clip_grad_per_param: bool = False
+    clip_grad_per_param: bool = False  # OpenAI Five: each gradient entry to +-5 sqrt(v), v its running 2nd moment
     target_kl: float | None = None  # the target KL divergence threshold
-    # staleness (Appendix M): each rollout acts with the parameters of `policy_lag` updates ago (0: the latest)
-    policy_lag: int = 0
+    policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
-    # overrides of the world's `DEFAULT_SCORE_WEIGHTS` as name=value, e.g. `wrong_lane=0 deaths=-0.5`
-    score_weights: tuple[str, ...] = ()
+    score_weights: tuple[str, ...] = ()  # overrides of the world's score weights, e.g. `wrong_lane=0 deaths=-0.5`
     zero_sum: bool = True  # subtract the mean reward of the enemy heroes from each hero's reward
     team_spirit_start: float = 0.3  # team spirit tau at the start: r_i <- (1 - tau) r_i + tau mean(team)
     team_spirit_end: float = 1.0  # team spirit tau at the end, annealed linearly (OpenAI Five: 0.3 -> 1.0)
     time_decay: float = 0.6  # rewards other than the win are multiplied by time_decay ** (t / time_decay_seconds)
-    # game seconds per factor time_decay (OpenAI Five: 10 minutes of ~45-minute games)
-    time_decay_seconds: float = 100.0
+    time_decay_seconds: float = 100.0  # game seconds per factor time_decay (OpenAI Five: 10 min of ~45-min games)
 
     # Self-play (OpenAI Five, Appendix N)
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
-    # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, 0.5 in the board games, else 0)
+    # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, printed on the first line)
     bot_fraction: float | None = None
     bot_opponents: tuple[str, ...] = ()  # the bots of those games, among the references (empty: every reference)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
-    # scripted reference bots, the first one the anchor at mu = 0 (empty: every bot of the world)
-    references: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()  # scripted reference bots, the first the anchor at mu = 0 (empty: the world's)
     reference_games: int = 400  # games per pair of references to rate the reference pool once at start
     eval_every: int = 10  # evaluate against the references every this many updates
     eval_games: int = 64  # games per chosen reference at each evaluation
@@ -372,18 +356,14 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     fractions}. With `video_path`, game 0 against the first reference is saved as a GIF (every 4th step).
     """
     env = make_team_env(args.env_id, args.eval_games, int(eval_rng.integers(2**31)), args.num_heroes)
-    E, N = args.eval_games, args.num_heroes
-    rows = np.arange(E)
-    results = {}
+    E, N, rows, results = args.eval_games, args.num_heroes, np.arange(args.eval_games), {}
     with torch.random.fork_rng(), torch.inference_mode():
         torch.manual_seed(int(eval_rng.integers(2**31)))
         for name in names:
             obs, info = env.reset()
             frames, step = [], 0
             agent_side = rows % 2  # the agent plays each side in half of the games
-            state = zero_state(agent, E * N, device)
-            done = torch.zeros(E * N, device=device)
-            scores = np.full(E, np.nan)
+            state, done, scores = zero_state(agent, E * N, device), torch.zeros(E * N).to(device), np.full(E, np.nan)
             while np.isnan(scores).any():
                 x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
                 mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
@@ -407,15 +387,6 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     return results
 
 
-def rate_references(env_id, references, games, num_heroes):
-    """Ratings of the reference bots from `games` games per pair among them, the first pinned at mu = 0 (Appendix J)."""
-    results = []
-    for i, a in enumerate(references):
-        for b in references[i + 1 :]:
-            results += [(a, b, float(s)) for s in play_bots(env_id, a, b, games, seed=0, num_heroes=num_heroes)]
-    return fit_reference_ratings(results, anchor=references[0])
-
-
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
@@ -434,9 +405,9 @@ if __name__ == "__main__":
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
     for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
-    check(args.policy_lag >= 0, f"--policy-lag {args.policy_lag} must be >= 0")
+    for name in ("policy_lag", "save_every"):
+        check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
-    check(args.save_every >= 0, f"--save-every {args.save_every} must be >= 0")
     # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with --num-envs games and its own seeds,
     # gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates
     rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
@@ -484,8 +455,7 @@ if __name__ == "__main__":
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else run_name
     if world_size > 1:  # every process takes rank 0's run name
-        names = [run_name]
-        dist.broadcast_object_list(names, 0)
+        dist.broadcast_object_list(names := [run_name], 0)
         run_name = names[0]
     verbose = rank == 0 and not args.quiet  # progress lines from rank 0
     if args.track and rank == 0:
@@ -530,14 +500,9 @@ if __name__ == "__main__":
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     actor = copy.deepcopy(agent) if args.policy_lag else agent
 
-    # the fixed reference pool, rated by games among the references (Appendix J) once per world, version of its code
-    # (bots included) and bot set, and kept in runs/reference_ratings/ for the next runs
-    with open(sys.modules[type(envs).__module__].__file__, "rb") as source:
-        world_code = hashlib.sha256(source.read()).hexdigest()[:8]
-    key = "__".join([args.env_id, f"{N}_heroes", *references, f"{args.reference_games}_games", world_code])
-    cache = f"runs/reference_ratings/{key}.json"
+    # the fixed reference pool, rated by games among the references (Appendix J) once per world and bot set (cached)
     if checkpoint is None:
-        ratings = cached_ratings(cache, lambda: rate_references(args.env_id, references, args.reference_games, N))
+        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
     else:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
@@ -575,16 +540,12 @@ if __name__ == "__main__":
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)
     masks = torch.zeros((args.num_steps, P, A), dtype=torch.bool).to(device)
     actions = torch.zeros((args.num_steps, P), dtype=torch.long).to(device)
-    logprobs = torch.zeros((args.num_steps, P)).to(device)
-    rewards = torch.zeros((args.num_steps, P)).to(device)
-    dones = torch.zeros((args.num_steps, P)).to(device)
-    values = torch.zeros((args.num_steps, P)).to(device)
-    acting = torch.zeros((args.num_steps, P)).to(device)  # this hero's action is applied (policy-loss weight)
+    # acting: this hero's action is applied (policy-loss weight)
+    logprobs, rewards, dones, values, acting = (torch.zeros((args.num_steps, P)).to(device) for _ in range(5))
     # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
     active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
-    chunk_h = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
-    chunk_c = torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device)
+    chunk_h, chunk_c = (torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device) for _ in range(2))
     # reward scaling: running variance of each hero's discounted return
     discounted_return = np.zeros((E, S, N))
     return_mean, return_var, return_count = torch.zeros(()), torch.ones(()), torch.tensor(1e-4)
@@ -642,8 +603,7 @@ if __name__ == "__main__":
 
         for step in range(0, args.num_steps):
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
-                chunk_h[step // args.bptt_len] = next_lstm_state[0][0]
-                chunk_c[step // args.bptt_len] = next_lstm_state[1][0]
+                chunk_h[step // args.bptt_len], chunk_c[step // args.bptt_len] = (s[0] for s in next_lstm_state)
             global_step += world_size * args.num_envs
             obs[step] = next_obs
             masks[step] = next_mask
@@ -662,12 +622,9 @@ if __name__ == "__main__":
                 for k in np.unique(opponent_index[opponent_kind == PAST]):  # past versions drive their side
                     vs_k = (opponent_kind == PAST) & (opponent_index == k)
                     rows = torch.as_tensor(np.flatnonzero(np.repeat(vs_k, S * N) & ~is_learner), device=device)
+                    past_state = tuple(s[:, rows] for s in prev_state)
                     past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
-                        next_obs[rows],
-                        (prev_state[0][:, rows], prev_state[1][:, rows]),
-                        next_done[rows],
-                        team_acts[rows],
-                        next_mask[rows],
+                        next_obs[rows], past_state, next_done[rows], team_acts[rows], next_mask[rows]
                     )
                     action[rows] = past_action
                     next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
@@ -746,12 +703,10 @@ if __name__ == "__main__":
             advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
             returns = advantages + values
 
-        # flatten the batch into BPTT sequences (bptt_len, num_chunks * P, ...)
-        b_obs, b_masks, b_actions, b_logprobs, b_dones, b_advantages, b_returns, b_values = (
-            to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, advantages, returns, values)
-        )
-        b_pg_w = to_sequences(acting * active, args.bptt_len)  # the policy learns from its own applied actions only
-        b_active = to_sequences(active, args.bptt_len)  # the value learns where the network ran
+        # the rollout as BPTT sequences (bptt_len, num_chunks * P, ...), in the order the mini-batches unpack them;
+        # the policy learns from its own applied actions only (pg_w), the value where the network ran (active)
+        sequences = [to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones)]
+        sequences += [to_sequences(x, args.bptt_len) for x in (advantages, returns, values, acting * active, active)]
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -763,17 +718,14 @@ if __name__ == "__main__":
             for start in range(0, args.num_sequences, args.minibatch_sequences):
                 mb_teams = seq_inds[start : start + args.minibatch_sequences]
                 mb = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams, for the cross-hero max-pool
+                mb_obs, mb_masks, mb_actions, mb_logprobs, mb_dones = (x[:, mb].flatten(0, 1) for x in sequences[:5])
+                mb_advantages, mb_returns, mb_values, pg_w, mb_active = (x[:, mb].flatten(0, 1) for x in sequences[5:])
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-                    b_obs[:, mb].reshape((-1,) + obs_shape),
-                    (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
-                    b_dones[:, mb].reshape(-1),
-                    b_active[:, mb].reshape(-1),
-                    b_masks[:, mb].reshape(-1, A),
-                    b_actions[:, mb].reshape(-1),
+                    mb_obs, (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)), mb_dones, mb_active, mb_masks, mb_actions
                 )
-                pg_w, v_w = b_pg_w[:, mb].reshape(-1), b_active[:, mb].reshape(-1).float()
+                v_w = mb_active.float()
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
-                logratio = newlogprob - b_logprobs[:, mb].reshape(-1)
+                logratio = newlogprob - mb_logprobs
                 ratio = logratio.exp()
 
                 with torch.no_grad():
@@ -782,7 +734,6 @@ if __name__ == "__main__":
                     approx_kl = (((ratio - 1) - logratio) * pg_w).sum() / pg_n
                     clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * pg_w).sum() / pg_n).item()]
 
-                mb_advantages = b_advantages[:, mb].reshape(-1)
                 if args.norm_adv:  # statistics over the applied learner actions only
                     mean = (mb_advantages * pg_w).sum() / pg_n
                     std = ((((mb_advantages - mean) ** 2) * pg_w).sum() / pg_n).sqrt()
@@ -795,7 +746,6 @@ if __name__ == "__main__":
 
                 # Value loss
                 newvalue = newvalue.view(-1)
-                mb_returns, mb_values = b_returns[:, mb].reshape(-1), b_values[:, mb].reshape(-1)
                 if args.clip_vloss:
                     v_loss_unclipped = (newvalue - mb_returns) ** 2
                     v_clipped = mb_values + torch.clamp(newvalue - mb_values, -args.clip_coef, args.clip_coef)
@@ -872,12 +822,9 @@ if __name__ == "__main__":
             for name, (win, _, _) in results.items():
                 writer.add_scalar(f"eval/winrate_{name}", win, global_step)
             if verbose:
-                print(
-                    f"eval time={time.time() - launch_time:.1f}s global_step={global_step} "
-                    f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} "
-                    + " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items()),
-                    flush=True,
-                )
+                wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
+                rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
+                print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))

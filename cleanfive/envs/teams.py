@@ -19,11 +19,15 @@ hides the difference from a training loop.
 
 from __future__ import annotations
 
+import hashlib
+import sys
+
 import numpy as np
 
 from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv
 from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
 from cleanfive.envs.moba import MOBA_ENV_IDS, make_moba
+from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings
 
 TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
 
@@ -69,3 +73,21 @@ def play_bots(
         ended = info["game_over"] & np.isnan(scores)  # only the first game of each env counts
         scores[ended] = (info["outcome"][ended, side_a[ended]] + 1.0) / 2.0
     return scores
+
+
+def rate_bots(env, env_id: str, references: list[str], games: int, cache_dir: str = "runs/reference_ratings") -> dict:
+    """Ratings of the bots ``references`` of the world ``env`` (``make_team_env(env_id, ...)``) from ``games`` games
+    per pair among them, the first pinned at mu = 0 (OpenAI Five, Appendix J). Kept as JSON in ``cache_dir`` per world,
+    version of its code (bots included), team size, bot set and game count: later runs read them instead."""
+    with open(sys.modules[type(env).__module__].__file__, "rb") as source:
+        world_code = hashlib.sha256(source.read()).hexdigest()[:8]
+    key = "__".join([env_id, f"{env.num_heroes}_heroes", *references, f"{games}_games", world_code])
+
+    def play() -> dict:
+        results = []
+        for i, a in enumerate(references):
+            for b in references[i + 1 :]:
+                results += [(a, b, float(s)) for s in play_bots(env_id, a, b, games, 0, env.num_heroes)]
+        return fit_reference_ratings(results, anchor=references[0])
+
+    return cached_ratings(f"{cache_dir}/{key}.json", play)
