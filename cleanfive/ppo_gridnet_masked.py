@@ -191,18 +191,15 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None):
     """MultiDiscrete over ACTION_DIMS of N cells that issue an action; logits and mask (N, 78), action (N, 7).
-
     Samples from the masked logits (illegal entries set to MASK_VALUE) if `sample_masked`, else from the raw logits.
     Log-prob and entropy come from the masked logits if `score_masked` (invalid action masking: renormalised over
     legal entries, illegal entries carry no entropy and no gradient) or from the raw logits (naive masking, penalty).
-    Returns action, and log-prob and entropy summed over components, per cell: (N, 7), (N,), (N,).
-    """
+    Returns action, and log-prob and entropy summed over components, per cell: (N, 7), (N,), (N,)."""
     masked = logits.masked_fill(~mask, MASK_VALUE)
     if action is None:  # Gumbel-max: one categorical sample per component and cell
         noisy = (masked if sample_masked else logits) - torch.log(-torch.log(torch.rand_like(logits)))
         action = torch.stack([c.argmax(-1) for c in noisy.split(ACTION_DIMS, -1)], -1)
-    logprob, entropy = 0.0, 0.0
-    score = masked if score_masked else logits
+    logprob, entropy, score = 0.0, 0.0, masked if score_masked else logits
     for i, (lg, m) in enumerate(zip(score.split(ACTION_DIMS, -1), mask.split(ACTION_DIMS, -1), strict=True)):
         logp = torch.log_softmax(lg, -1)
         logprob = logprob + logp.gather(-1, action[:, i : i + 1]).squeeze(-1)
@@ -214,26 +211,22 @@ def gridnet_distribution(logits, mask, sample_masked, score_masked, action=None)
 def transposed_conv_at(up, h, b, y, x):
     """`up` (ConvTranspose2d: kernel 3, stride 2, padding 1, output padding 1) on h (B, C, H, W) at the output cells
     (b, y, x) only: (N, out). A transposed convolution is a convolution, kernel flipped, of its input spread out with
-    zeros between the cells; each output cell reads a 3x3 patch of that."""
+    zeros between the cells; each output cell reads a 3x3 patch of that, times the kernel as (out, 3 * 3 * C)."""
     B, C, H, W = h.shape
     spread = h.new_zeros(B, 2 * H + 2, 2 * W + 2, C)  # input cell (i, j) at (2i + 1, 2j + 1), channels last
     spread[:, 1:-1:2, 1:-1:2] = h.permute(0, 2, 3, 1)
     k = torch.arange(3, device=h.device)
     patches = spread[b[:, None, None], y[:, None, None] + k[:, None], x[:, None, None] + k]  # (N, 3, 3, C)
-    weight = up.weight.flip(2, 3).permute(1, 2, 3, 0).flatten(1)  # (C, out, 3, 3) -> (out, 3 * 3 * C)
-    return nn.functional.linear(patches.flatten(1), weight, up.bias)
+    return nn.functional.linear(patches.flatten(1), up.weight.flip(2, 3).permute(1, 2, 3, 0).flatten(1), up.bias)
 
 
 def action_stats(obs, mask, action):
     """Gridnet analogues of Table 7.2's a_null, a_busy, a_owner, and the invalid-action count, per env: (E, 4).
-
     Over cells whose sampled action type is not NOOP: a_null = the cell holds no unit, a_busy = an own unit that is
     busy, a_owner = a unit the player does not own (enemy or resource). invalid = own available units whose action
-    type, or a parameter that type reads, is illegal. obs (E, H, W, 27), mask (E, HW, 78), action (E, HW, 7).
-    """
+    type, or a parameter that type reads, is illegal. obs (E, H, W, 27), mask (E, HW, 78), action (E, HW, 7)."""
     cells = obs.reshape(mask.shape[0], mask.shape[1], NUM_PLANES)
-    issued = action[..., 0] > 0
-    no_unit = cells[..., 13] == 1  # unit-type plane "none"
+    issued, no_unit = action[..., 0] > 0, cells[..., 13] == 1  # unit-type plane "none"
     own = (cells[..., 11] == 1) & (cells[..., 14] == 0)  # owner plane "self", and not a resource
     available = mask[..., : ACTION_DIMS[0]].any(-1)
     legal = mask.gather(-1, action + OFFSETS.to(action.device))
@@ -262,14 +255,10 @@ class Agent(nn.Module):
             out, std = (channels[i], np.sqrt(2)) if i else (MASK_SIZE, 0.01)  # last layer: the 78 logits per cell
             up = layer_init(nn.ConvTranspose2d(channels[i + 1], out, 3, stride=2, padding=1, output_padding=1), std)
             decoder = [up, nn.ReLU()] + decoder
-        self.encoder = nn.Sequential(*encoder)
-        self.actor = nn.Sequential(*decoder[:-1])
-        self.critic = nn.Sequential(
-            nn.Flatten(),
-            layer_init(nn.Linear(channels[-1] * (height >> stages) * (width >> stages), 128)),
-            nn.ReLU(),
-            layer_init(nn.Linear(128, 1), std=1),
-        )
+        self.encoder, self.actor = nn.Sequential(*encoder), nn.Sequential(*decoder[:-1])
+        flat = channels[-1] * (height >> stages) * (width >> stages)  # the encoder's output size
+        critic = [nn.Flatten(), layer_init(nn.Linear(flat, 128)), nn.ReLU(), layer_init(nn.Linear(128, 1), std=1)]
+        self.critic = nn.Sequential(*critic)
 
     def get_value(self, x):
         return self.critic(self.encoder(x.permute(0, 3, 1, 2)))
@@ -279,13 +268,11 @@ class Agent(nn.Module):
         When sampling masked, cells without an available own unit issue NOOP, are left out of log-prob and entropy,
         and get no logits: the decoder's last layer runs only at the cells that act (a few per map)."""
         hidden = self.encoder(x.permute(0, 3, 1, 2))  # (B, H, W, 27) -> (B, 27, H, W)
-        cells = mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])
-        b, c = cells.nonzero(as_tuple=True)  # (N,) batch rows and cells (cell = y * W + x) that issue an action
-        up, features = self.actor[-1], self.actor[:-1](hidden)
-        if sample_masked:
-            logits = transposed_conv_at(up, features, b, c // x.shape[2], c % x.shape[2])  # (N, 78)
-        else:  # every cell acts: the whole transposed convolution
-            logits = up(features).permute(0, 2, 3, 1).flatten(0, 2)  # (B * HW, 78)
+        b, c = (mask.any(-1) if sample_masked else torch.ones_like(mask[..., 0])).nonzero(as_tuple=True)
+        if sample_masked:  # the decoder's last layer only at the N acting cells (row b, cell c = y * W + x): (N, 78)
+            logits = transposed_conv_at(self.actor[-1], self.actor[:-1](hidden), b, c // x.shape[2], c % x.shape[2])
+        else:  # every cell acts: the whole decoder, (B * HW, 78)
+            logits = self.actor(hidden).permute(0, 2, 3, 1).flatten(0, 2)
         acted = None if action is None else action[b, c]
         acted, logprob, entropy = gridnet_distribution(logits, mask[b, c], sample_masked, score_masked, acted)
         if action is None:
@@ -299,11 +286,9 @@ def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_mask
     actions (T, E, HW, 7), logprobs, rewards, dones, values (T, E) with T = num_steps; next_obs (E, H, W, 27) and
     next_done (E,) follow the last step. Returns the losses to log and whether every minibatch's loss was finite."""
     rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
-    # bootstrap value if not done
     with torch.no_grad():
-        next_value = agent.get_value(next_obs).reshape(1, -1)
-        advantages = torch.zeros_like(rewards)
-        lastgaelam = 0
+        next_value = agent.get_value(next_obs).reshape(1, -1)  # bootstrap value if not done
+        advantages, lastgaelam = torch.zeros_like(rewards), 0
         for t in reversed(range(args.num_steps)):
             nextnonterminal = 1.0 - (next_done if t == args.num_steps - 1 else dones[t + 1])
             nextvalues = next_value if t == args.num_steps - 1 else values[t + 1]
@@ -315,9 +300,7 @@ def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_mask
     b = {key: rollout[key].flatten(0, 1) for key in ("obs", "masks", "actions", "logprobs", "values")}
     b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
 
-    # Optimizing the policy and value network
-    b_inds = np.arange(args.batch_size)
-    clipfracs = []
+    b_inds, clipfracs = np.arange(args.batch_size), []  # Optimizing the policy and value network
     finite = torch.ones((), dtype=torch.bool, device=next_obs.device)  # every minibatch's loss was finite
     for _epoch in range(args.update_epochs):
         np.random.shuffle(b_inds)
@@ -330,8 +313,7 @@ def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_mask
             ratio = logratio.exp()
 
             with torch.no_grad():
-                # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                old_approx_kl = (-logratio).mean()
+                old_approx_kl = (-logratio).mean()  # calculate approx_kl http://joschu.net/blog/kl-approx.html
                 approx_kl = ((ratio - 1) - logratio).mean()
                 clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
 
@@ -480,8 +462,7 @@ if __name__ == "__main__":
         wandb_id = wandb.init(**run, sync_tensorboard=True, config=vars(args), save_code=True, resume="allow").id
     # on resume, TensorBoard drops what the killed run logged after its checkpoint (purge_step)
     writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|" + "".join(f"\n|{k}|{v}|" for k, v in vars(args).items()))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -520,8 +501,7 @@ if __name__ == "__main__":
     episode_stats = np.zeros((E, len(STAT_NAMES)))  # per-episode sums of the action_stats counts
     history = []  # a dict per finished training episode, in order (the summary averages the last 10)
     t_first = t_solve = float("nan")  # % of total_timesteps at the first positive reward / at solving
-    frames, video_episode = [], 0
-    first_iteration, last_checkpoint = 1, None
+    frames, video_episode, first_iteration, last_checkpoint = [], 0, 1, None
     if checkpoint:
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -548,8 +528,7 @@ if __name__ == "__main__":
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(next_obs, next_mask, sample_masked, score_masked)
                 values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
+            actions[step], logprobs[step] = action, logprob
             stats = action_stats(next_obs, next_mask, action)
             episode_stats += stats.cpu().numpy()
 
@@ -645,6 +624,5 @@ if __name__ == "__main__":
         writer.add_scalar("league/trueskill_mu", ratings["agent"].mu, global_step)
         writer.add_scalar("league/trueskill_sigma", ratings["agent"].sigma, global_step)
     print("summary " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
-
     writer.close()
     print(f"params_sha256={params_sha256(agent)}")

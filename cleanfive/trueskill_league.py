@@ -12,8 +12,7 @@ import trueskill
 
 MU0, SIGMA0 = 25.0, 25 / 3  # internal prior; only differences matter, reported ratings are shifted (anchor at 0)
 BETA, TAU, DRAW_PROBABILITY = SIGMA0 / 2, 0.0, 0.02
-ETA = 0.01
-WINDOW = 10.0  # Appendix J: the evaluated agent plays the references within this many points of its mu
+ETA, WINDOW = 0.01, 10.0  # Appendix N's quality step; Appendix J: the references played are within WINDOW of mu
 
 # the TrueSkill environment of Appendix J, its own instance: the global one (trueskill.rate, ...) is left alone
 TRUESKILL = trueskill.TrueSkill(mu=MU0, sigma=SIGMA0, beta=BETA, tau=TAU, draw_probability=DRAW_PROBABILITY)
@@ -28,11 +27,9 @@ def rate_ranked(ratings: list[trueskill.Rating], ranks: list[int]) -> list[trues
 
 def rate_game(a: trueskill.Rating, b: trueskill.Rating, score: float) -> tuple[trueskill.Rating, trueskill.Rating]:
     """New ratings of ``a`` and ``b`` after one game in which ``a`` scored 1 (win), 0.5 (draw) or 0 (loss)."""
-    ranks = {1.0: [0, 1], 0.5: [0, 0], 0.0: [1, 0]}.get(float(score))
-    if ranks is None:
+    if (ranks := {1.0: [0, 1], 0.5: [0, 0], 0.0: [1, 0]}.get(float(score))) is None:
         raise ValueError(f"score must be 1, 0.5 or 0, got {score!r}")
-    new_a, new_b = rate_ranked([a, b], ranks)
-    return new_a, new_b
+    return tuple(rate_ranked([a, b], ranks))
 
 
 def fit_reference_ratings(
@@ -47,17 +44,14 @@ def fit_reference_ratings(
     names = sorted({a for a, _, _ in results} | {b for _, b, _ in results})
     if anchor not in names:
         raise ValueError(f"anchor {anchor!r} is not among the rated agents {names}")
-    rng = np.random.default_rng(seed)
-    mus, sigmas = np.zeros(len(names)), np.zeros(len(names))
+    rng, sums = np.random.default_rng(seed), np.zeros((2, len(names)))  # sums of mu and sigma over the passes
     for p in range(passes):
         ratings = {k: TRUESKILL.create_rating() for k in names}
         order = np.arange(len(results)) if p == 0 else rng.permutation(len(results))
-        for i in order:
-            a, b, score = results[i]
+        for a, b, score in [results[i] for i in order]:
             ratings[a], ratings[b] = rate_game(ratings[a], ratings[b], score)
-        mus += [ratings[k].mu for k in names]
-        sigmas += [ratings[k].sigma for k in names]
-    fitted = {k: trueskill.Rating(mu=m / passes, sigma=s / passes) for k, m, s in zip(names, mus, sigmas, strict=True)}
+        sums += [[ratings[k].mu for k in names], [ratings[k].sigma for k in names]]
+    fitted = {k: trueskill.Rating(mu=m / passes, sigma=s / passes) for k, m, s in zip(names, *sums, strict=True)}
     offset = 0.0 - fitted[anchor].mu
     return {k: trueskill.Rating(mu=r.mu + offset, sigma=r.sigma) for k, r in fitted.items()}
 
@@ -72,8 +66,7 @@ def _to_dict(rating: trueskill.Rating) -> dict[str, float]:
 
 
 def cached_ratings(path: str, compute: Callable[[], dict[str, trueskill.Rating]]) -> dict[str, trueskill.Rating]:
-    """The ratings kept in the JSON file ``path``; where there is none (or it cannot be read), ``compute()``'s, written
-    there atomically (a temporary file, then a rename), so that runs in parallel never see half a file."""
+    """The ratings in the JSON file ``path``, else (none, unreadable) ``compute()``'s, written there atomically."""
     try:
         with open(path) as f:
             return {k: rating_from_dict(r) for k, r in json.load(f).items()}
@@ -90,15 +83,13 @@ class ReferenceEvaluator:
     """Rates one evaluated policy against fixed references (shifted scale); only the policy's rating moves."""
 
     def __init__(self, references: dict[str, trueskill.Rating]):
-        self.references = dict(references)
-        self.rating = trueskill.Rating(mu=0.0, sigma=SIGMA0)
+        self.references, self.rating = dict(references), trueskill.Rating(mu=0.0, sigma=SIGMA0)
         self.history: list[dict[str, float]] = []  # {"version", "mu", "sigma"} per finished version
 
     def choose(self) -> list[str]:
         """References whose mu is within WINDOW of the policy's mu; if there are none, the nearest one."""
         gaps = {k: abs(r.mu - self.rating.mu) for k, r in self.references.items()}
-        near = [k for k, g in gaps.items() if g <= WINDOW]
-        return near if near else [min(gaps, key=gaps.__getitem__)]
+        return [k for k, g in gaps.items() if g <= WINDOW] or [min(gaps, key=gaps.__getitem__)]
 
     def update_many(self, reference: str, scores: Iterable[float]) -> trueskill.Rating:
         """Rate the policy after games against ``reference``, in order (scores 1 / 0.5 / 0); the reference is fixed."""
@@ -107,11 +98,9 @@ class ReferenceEvaluator:
         return self.rating
 
     def finish_version(self, version: int) -> trueskill.Rating:
-        """Log and return the rating of ``version``; the next version starts at the same mu with sigma = SIGMA0
-        (Appendix J; with tau = 0 sigma would otherwise only shrink)."""
-        logged = self.rating
-        self.history.append({"version": int(version), "mu": float(logged.mu), "sigma": float(logged.sigma)})
-        self.rating = trueskill.Rating(mu=logged.mu, sigma=SIGMA0)
+        """Log and return ``version``'s rating; the next version starts at its mu with sigma = SIGMA0 (Appendix J)."""
+        self.history.append({"version": int(version), "mu": float(self.rating.mu), "sigma": float(self.rating.sigma)})
+        logged, self.rating = self.rating, trueskill.Rating(mu=self.rating.mu, sigma=SIGMA0)
         return logged
 
     def state_dict(self) -> dict:
@@ -121,25 +110,21 @@ class ReferenceEvaluator:
 
     def load_state_dict(self, d: dict) -> None:
         self.references = {k: rating_from_dict(r) for k, r in d["references"].items()}
-        self.rating = rating_from_dict(d["rating"])
-        self.history = [dict(h) for h in d["history"]]
+        self.rating, self.history = rating_from_dict(d["rating"]), [dict(h) for h in d["history"]]
 
 
 class OpponentPool:
     """Past-opponent pool of Appendix N: softmax sampling over qualities, a member's quality drops when beaten."""
 
     def __init__(self, eta: float = ETA):
-        self.eta = float(eta)
-        self.keys: list[str] = []
-        self.qualities = np.zeros(0, dtype=np.float64)
+        self.eta, self.keys, self.qualities = float(eta), [], np.zeros(0, dtype=np.float64)  # members' keys, q
 
     def add(self, key: str) -> None:
         """Add a snapshot with quality max(existing qualities) (0 for the first); keys must be unique."""
         if key in self.keys:
             raise ValueError(f"key {key!r} is already in the pool")
-        q = float(self.qualities.max()) if len(self.keys) else 0.0
+        self.qualities = np.append(self.qualities, float(self.qualities.max()) if self.keys else 0.0)
         self.keys.append(key)
-        self.qualities = np.append(self.qualities, q)
 
     def probabilities(self) -> np.ndarray:
         """p_i = exp(q_i) / sum_j exp(q_j), shape (N,), computed stably (max subtracted)."""
@@ -154,14 +139,12 @@ class OpponentPool:
 
     def record_win(self, index: int) -> None:
         """The current policy beat member ``index``: q_i -= eta / (N p_i), with p taken before the update."""
-        p = self.probabilities()[index]
-        self.qualities[index] -= self.eta / (len(self.keys) * p)
+        self.qualities[index] -= self.eta / (len(self.keys) * self.probabilities()[index])
 
     def state_dict(self) -> dict:
         """JSON-serialisable state: eta, keys, qualities."""
         return {"eta": self.eta, "keys": list(self.keys), "qualities": [float(q) for q in self.qualities]}
 
     def load_state_dict(self, d: dict) -> None:
-        self.eta = float(d["eta"])
-        self.keys = [str(k) for k in d["keys"]]
+        self.eta, self.keys = float(d["eta"]), [str(k) for k in d["keys"]]
         self.qualities = np.asarray(d["qualities"], dtype=np.float64).reshape(-1)
