@@ -8,6 +8,7 @@ import envpool
 import numpy as np
 import pytest
 
+from cleanfive.envs import teams
 from cleanfive.envs.board import (
     BOARD_ENV_IDS,
     BOT_NAMES,
@@ -19,7 +20,8 @@ from cleanfive.envs.board import (
     play_all,
     winning_moves,
 )
-from cleanfive.envs.teams import play_bots
+from cleanfive.envs.teams import make_team_env, play_bots, rate_bots
+from cleanfive.trueskill_league import fit_reference_ratings
 
 SHAPES = {"ConnectFour-v1": (6, 7), "TicTacToe-v1": (3, 3)}
 
@@ -446,3 +448,25 @@ def test_play_bots_grading_tic_tac_toe_and_symmetry():
     assert play_bots("TicTacToe-v1", "greedy", "lookahead", 400, 0).mean() < 0.45
     # identical bots: about even, and bot_a plays both sides
     assert 0.4 < play_bots("ConnectFour-v1", "random", "random", 400, 1).mean() < 0.6
+
+
+def test_rate_bots_fits_the_games_among_the_references_and_keeps_them(tmp_path, monkeypatch):
+    """rate_bots: every pair's games fitted with the first bot at mu = 0; the second call reads the kept file (no game
+    played); another game count is another file."""
+    env, refs = make_team_env("TicTacToe-v1", 1, 0), ["random", "greedy", "lookahead"]
+    ratings = rate_bots(env, "TicTacToe-v1", refs, 20, cache_dir=str(tmp_path))
+    games = [
+        (a, b, float(s))
+        for i, a in enumerate(refs)
+        for b in refs[i + 1 :]
+        for s in play_bots("TicTacToe-v1", a, b, 20, 0)
+    ]
+    expected = fit_reference_ratings(games, anchor="random")
+    assert {k: (r.mu, r.sigma) for k, r in ratings.items()} == {k: (r.mu, r.sigma) for k, r in expected.items()}
+    assert ratings["random"].mu == 0 and ratings["lookahead"].mu > ratings["greedy"].mu > 0
+    (kept,) = tmp_path.glob("TicTacToe-v1__1_heroes__random__greedy__lookahead__20_games__*.json")
+    monkeypatch.setattr(teams, "play_bots", lambda *a, **k: pytest.fail("played again instead of reading the file"))
+    again = rate_bots(env, "TicTacToe-v1", refs, 20, cache_dir=str(tmp_path))
+    assert {k: r.mu for k, r in again.items()} == pytest.approx({k: r.mu for k, r in ratings.items()}, abs=1e-12)
+    with pytest.raises(pytest.fail.Exception):
+        rate_bots(env, "TicTacToe-v1", refs, 21, cache_dir=str(tmp_path))
