@@ -155,10 +155,8 @@ def set_rng_states(states: dict) -> None:
 def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
     """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
     good = last_checkpoint or "none (use --save-every)"
-    print(
-        f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}",
-        file=sys.stderr,
-    )
+    message = f"non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}"
+    print(f"error: {message}", file=sys.stderr)
     sys.exit(1)
 
 
