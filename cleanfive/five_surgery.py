@@ -97,29 +97,19 @@ class Args:
     eval_games: int = 64  # games per chosen reference at each evaluation
 
     # Model surgery (OpenAI Five, Appendix B): each operation is off unless its flag is given
-
-    # units added to the encoder's first layer (Equation 6: new rows of W1, B1 random, new columns of W2 zero)
-    widen_dense: int = 0
-    # units added to the LSTM; its new weights are random at the largest --lstm-scales that keeps parity
-    widen_lstm: int = 0
-    # standard deviations tried for the new LSTM weights, largest first
-    lstm_scales: tuple[float, ...] = (0.1, 0.03, 0.01, 0.003, 0.001)
-    # read the observation inputs that the new world version appends, with zero weights (Equation 9)
-    add_inputs: bool = False
-    # add the actions that the new world version appends (zero weights), annealed into games from 0 % to 100 %
-    add_actions: bool = False
-    # observation columns that are constant (checked on the recorded games) to remove, folded into the bias
-    fold_inputs: tuple[int, ...] = ()
+    widen_dense: int = 0  # units added to the first encoder layer (Equation 6: W1, B1 get random rows, W2 zero columns)
+    widen_lstm: int = 0  # units added to the LSTM, new weights random at the largest --lstm-scales that keeps parity
+    lstm_scales: tuple[float, ...] = (0.1, 0.03, 0.01, 0.003, 0.001)  # std of the new LSTM weights, largest first
+    add_inputs: bool = False  # read the inputs that the new world version appends, with zero weights (Equation 9)
+    add_actions: bool = False  # add the new version's actions (zero weights), annealed into games from 0 % to 100 %
+    fold_inputs: tuple[int, ...] = ()  # constant input columns (checked on the recorded games) folded into the bias
     lr0_updates: int = 5  # updates at learning rate 0 right after surgery, so that Adam's moment estimates settle
-    # updates after the learning-rate-0 phase over which the share of games with the new actions grows to 100 %
-    anneal_updates: int = 20
+    anneal_updates: int = 20  # updates after --lr0-updates in which the share of games with new actions grows to 100 %
     verify_games: int = 8  # games of the unoperated policy against itself recorded as the verification batch
     verify_steps: int = 64  # steps recorded from the start of those games
-    # largest max |delta logits| and |delta value| accepted when every operation is exact (no LSTM widening)
-    verify_tolerance: float = 1e-4
+    verify_tolerance: float = 1e-4  # max |delta logits|, |delta value| accepted for exact operations (no --widen-lstm)
     parity_games: int = 64  # head-to-head games of the operated against the unoperated policy, half on each side
-    # parity: the operated policy scores (win 1, draw 0.5, loss 0) at least 0.5 minus this on average
-    parity_tolerance: float = 0.1
+    parity_tolerance: float = 0.1  # parity: the operated policy's mean score (win 1, draw 0.5, loss 0) >= 0.5 - this
 
     # to be filled in runtime
     num_heroes: int = 0  # heroes per side (the checkpoint's)
@@ -231,8 +221,7 @@ class Agent(nn.Module):
         self.register_buffer("obs_mean", torch.zeros(obs_size))
         self.register_buffer("obs_var", torch.ones(obs_size))
         self.register_buffer("obs_count", torch.tensor(1e-4))
-        # surgery widens the first layer (dense_size) and the LSTM (lstm_size) beyond hidden_size
-        dense_size, lstm_size = dense_size or hidden_size, lstm_size or hidden_size
+        dense_size, lstm_size = dense_size or hidden_size, lstm_size or hidden_size  # surgery widens them
         self.encoder = nn.Sequential(
             layer_init(nn.Linear(obs_size, dense_size)),
             nn.ReLU(),
@@ -323,11 +312,8 @@ class Agent(nn.Module):
 
 
 def agent_from_state(state):
-    """An Agent with the sizes of the tensors in `state` (surgery changes them), loaded from `state`.
-
-    Models of ppo_lstm_selfplay.py have no `input_index`: they read every observation column of their world.
-    """
-    state = {"input_index": torch.arange(len(state["obs_mean"])), **state}
+    """An Agent sized by the tensors of `state` (surgery changes them) and loaded from it."""
+    state = {"input_index": torch.arange(len(state["obs_mean"])), **state}  # selfplay models read every column
     sizes = [len(state[key]) for key in ("input_index", "actor.bias", "hero_embedding.weight", "encoder.2.bias")]
     agent = Agent(*sizes, dense_size=len(state["encoder.0.bias"]), lstm_size=state["lstm.weight_hh_l0"].shape[1])
     agent.load_state_dict(state)
@@ -335,8 +321,7 @@ def agent_from_state(state):
 
 
 def load_trained(path: str, flag: str) -> tuple[dict, str, Agent]:
-    """The file to operate on (of ppo_lstm_selfplay.py, with or without its "script" key, or of this script), its
-    world and its network, or one line and exit code 2."""
+    """(file, world, network) of a model of ppo_lstm_selfplay.py ("script" key or not) or of this one, else exit 2."""
     try:
         trained = torch.load(path, map_location="cpu", weights_only=False)
         if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
@@ -350,29 +335,22 @@ def load_trained(path: str, flag: str) -> tuple[dict, str, Agent]:
 # Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the same
 # logits and value (all but the LSTM widening exactly, up to float32 round-off)
 def fold_inputs(state, columns, values):
-    """Remove the inputs of world columns `columns`, constant at raw `values`: B' = B + W[:, i] x_i, column i dropped.
-
-    x_i is the input as the network sees it (normalised and clipped exactly as in `Agent.embed`).
-    """
+    """Remove inputs of world columns `columns`, constant at raw `values`: B' = B + W[:, i] x_i, column i dropped."""
     state = dict(state)
     index = state["input_index"].tolist()
     drop = torch.tensor([index.index(c) for c in columns], dtype=torch.long)
     keep = torch.tensor([i for i, c in enumerate(index) if c not in columns], dtype=torch.long)
-    x = ((values - state["obs_mean"][drop]) / torch.sqrt(state["obs_var"][drop] + 1e-8)).clamp(-5, 5)
-    w = state["encoder.0.weight"]
-    state["encoder.0.bias"] = state["encoder.0.bias"] + w[:, drop] @ x
-    state["encoder.0.weight"] = w[:, keep]
+    x = ((values - state["obs_mean"][drop]) / torch.sqrt(state["obs_var"][drop] + 1e-8)).clamp(-5, 5)  # x_i as in embed
+    state["encoder.0.bias"] = state["encoder.0.bias"] + state["encoder.0.weight"][:, drop] @ x
+    state["encoder.0.weight"] = state["encoder.0.weight"][:, keep]
     for name in ("input_index", "obs_mean", "obs_var"):
         state[name] = state[name][keep]
     return state
 
 
 def add_inputs(state, columns, mean, var):
-    """Equation 9: read the world columns `columns` as new inputs with zero weights, W' = [W 0].
-
-    Their normalisation statistics start at `mean`, `var` (measured on the new world), so they are on scale when their
-    weights start to learn.
-    """
+    """Equation 9: world columns `columns` read as new inputs with zero weights, W' = [W 0], their statistics at `mean`,
+    `var` (measured on the new world, so that they are on scale when their weights start to learn)."""
     state = dict(state)
     w = state["encoder.0.weight"]
     state["encoder.0.weight"] = torch.cat([w, w.new_zeros(len(w), len(columns))], 1)
@@ -440,8 +418,7 @@ def compare(unoperated, operated, recorded, device):
             state = zero_state(agent, obs.shape[1], device)
             hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), active.flatten().bool())
             outputs.append((agent.actor(hidden)[:, : unoperated.actor.out_features], agent.critic(hidden)))
-    (logits, value), (new_logits, new_value) = outputs
-    return (new_logits - logits).abs().max().item(), (new_value - value).abs().max().item()
+    return tuple((new - old).abs().max().item() for old, new in zip(*outputs, strict=True))
 
 
 def zero_state(agent, batch_size, device):
@@ -542,20 +519,16 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
     that many steps and also returns their observations (T, E * 2 * N, *obs_shape), done flags and the flags of the
     heroes whose team acts (T, E * 2 * N)."""
     env = make_team_env(args.env_id, num_games, int(rng.integers(2**31)), args.num_heroes)
-    E, N = num_games, args.num_heroes
-    rows = np.arange(E)
+    E, N, rows = num_games, args.num_heroes, np.arange(num_games)
     players = [(agent, rows % 2), (opponent, 1 - rows % 2)]  # each plays both sides, in half of the games each
     states = [zero_state(player, E * N, device) for player, _ in players]
     obs, info = env.reset()
-    done = np.zeros(E, dtype=bool)
-    scores = np.full(E, np.nan)
-    recorded = []
+    done, scores, recorded = np.zeros(E, dtype=bool), np.full(E, np.nan), []
     while np.isnan(scores).any() and (record_steps == 0 or len(recorded) < record_steps):
         if record_steps:
             team_acts = np.repeat(info["acting"].any(2), N, axis=1).reshape(-1)
             recorded.append((obs.reshape((E * 2 * N,) + env.obs_shape), np.repeat(done, 2 * N), team_acts))
-        legal = info["action_mask"].copy()
-        legal[..., num_actions:] = False
+        legal = info["action_mask"] & (np.arange(info["action_mask"].shape[-1]) < num_actions)
         actions = np.zeros((E, 2, N), dtype=np.int64)
         for i, (player, side) in enumerate(players):
             with torch.inference_mode():
@@ -575,8 +548,7 @@ def play_games(agent, opponent, num_games, num_actions, args, device, rng, recor
 
 def legal_actions(mask, new_actions_on, num_old_actions, device):
     """The world's action mask (E, 2, N, A) as (P, A), the new actions masked in the games without them (surgery)."""
-    mask = mask.copy()
-    mask[..., num_old_actions:] &= new_actions_on[:, None, None, None]
+    mask = mask & ((np.arange(mask.shape[-1]) < num_old_actions) | new_actions_on[:, None, None, None])
     return torch.as_tensor(mask.reshape(-1, mask.shape[-1]), device=device)
 
 
@@ -632,6 +604,7 @@ if __name__ == "__main__":
         usage_error(str(error))
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    args.num_heroes = N
     args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
     check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
@@ -643,7 +616,6 @@ if __name__ == "__main__":
     check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
     missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
     check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
-    args.num_heroes = N
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
@@ -719,19 +691,14 @@ if __name__ == "__main__":
         _, recorded = play_games(unoperated, unoperated, args.verify_games, old_A, args, device, rng, args.verify_steps)
         seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
         fold_values = seen[0, list(args.fold_inputs)]
-        varies = (seen[:, list(args.fold_inputs)] != fold_values).any(0).tolist()
-        varying = [c for c, v in zip(args.fold_inputs, varies, strict=True) if v]
+        varying = [c for c in args.fold_inputs if (seen[:, c] != seen[0, c]).any()]
         check(not varying, f"--fold-inputs {varying} vary in the recorded games; only constant inputs can be folded")
         new_columns = torch.arange(old_obs_size, obs_size if args.add_inputs else old_obs_size)
         new_mean = seen[:, new_columns].mean(0)
         new_var = ((seen[:, new_columns] - new_mean) ** 2).mean(0)
-        plan = {
-            "fold": (args.fold_inputs, fold_values),
-            "inputs": (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0)),
-            "widen_dense": args.widen_dense,
-            "widen_lstm": args.widen_lstm,
-            "actions": A - old_A,
-        }
+        inputs = (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0))  # a constant new input: variance 1
+        plan = {"fold": (args.fold_inputs, fold_values), "inputs": inputs, "actions": A - old_A}
+        plan |= {"widen_dense": args.widen_dense, "widen_lstm": args.widen_lstm}
         # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new
         # actions off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B)
         for lstm_scale in sorted(args.lstm_scales, reverse=True) if args.widen_lstm else [0.0]:
@@ -741,13 +708,12 @@ if __name__ == "__main__":
             parity = scores.mean() >= 0.5 - args.parity_tolerance
             games = [("operated", "unoperated", s) for s in scores]
             mu = fit_reference_ratings(games, anchor="unoperated")["operated"].mu
-            print(
+            line = (
                 f"surgery (lstm scale {lstm_scale:g}): max |delta logits| {delta_logits:.2e}, max |delta value| "
                 f"{delta_value:.2e}; against the unoperated policy: score {scores.mean():.3f} over {len(scores)} games "
                 f"(win {(scores == 1).mean():.2f} draw {(scores == 0.5).mean():.2f}), TrueSkill mu {mu:+.2f}: "
-                + ("parity" if parity else "below parity"),
-                flush=True,
             )
+            print(line + ("parity" if parity else "below parity"), flush=True)
             if parity:
                 break
         if lstm_scale == 0 and max(delta_logits, delta_value) > args.verify_tolerance:
@@ -1091,8 +1057,7 @@ if __name__ == "__main__":
             writer.add_histogram("league/opponent_probabilities", probs, global_step)
 
         # TrueSkill evaluation against the fixed references
-        # 1: the operated policy
-        if rank == 0 and (iteration % args.eval_every == 0 or iteration in (1, args.num_iterations)):
+        if rank == 0 and (iteration % args.eval_every == 0 or iteration in (1, args.num_iterations)):  # 1: operated
             video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
             results = play_references(agent, args, evaluator, evaluator.choose(), device, eval_rng, video_path)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
