@@ -80,7 +80,8 @@ def arm_flags(args: argparse.Namespace, seed: int, arm: str, model: str = "") ->
     """The flags of one arm of one seed: "v0" on Moba5v5-v0, "a" surgery on ``model`` into Moba5v5-v1, "b" from
     scratch on Moba5v5-v1. A kept result is reused only when its flags equal these."""
     # the bot curriculum is annealed to 0 by the end of each run from scratch; (a) goes on from v0's end without it
-    bots = ["--bot-fraction", str(args.bot_fraction)] if args.bot_fraction > 0 and arm != "a" else []
+    # (explicitly: the lane world's own default is 0.2 since fa0e9e6, 0 when the kept arms ran)
+    bots = ["--bot-fraction", "0" if arm == "a" else str(args.bot_fraction)]
     common = [*COMMON, *bots, *args.extra, "--seed", str(seed)]
     if arm == "v0":
         return [*NETWORK, *common, "--save-model", "--env-id", "Moba5v5-v0", "--total-timesteps", str(args.v0_steps)]
@@ -165,7 +166,7 @@ def main() -> None:
     source += f"`{os.path.relpath(args.results.resolve(), pv.ROOT)}`, "
     kept = [run for arms in done.values() for run in arms]
     source += f"{pv.kept_provenance(kept)}; this sitting started {started} UTC."
-    bots = f"; v0 and (b) also `--bot-fraction {args.bot_fraction}`, (a) none" if args.bot_fraction > 0 else ""
+    bots = f"; v0 and (b) also `--bot-fraction {args.bot_fraction}`, (a) `--bot-fraction 0`"
     note = (
         f" (flags of every run `{' '.join([*COMMON, *args.extra])}`, network `{' '.join(NETWORK)}`, one torch thread "
         f'per run{bots}). A step moves every hero of one game; "—" means the arm never reached the target within its '
