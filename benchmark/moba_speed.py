@@ -55,9 +55,10 @@ def measure(env_id: str, num_envs: int, num_heroes: int, seconds: float, seed: i
 
 
 def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
-    """Environment steps per second of ppo_lstm_selfplay.py at its defaults (64 games) up to its next-to-last update
+    """Environment steps per second of ppo_lstm_selfplay.py with 64 games up to its next-to-last update
     (`charts/SPS` in TensorBoard; the last update also runs a TrueSkill evaluation, which is not training)."""
-    cmd = [sys.executable, str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--seed", str(seed)]
+    cmd = [sys.executable, str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--num-envs", "64"]
+    cmd += ["--seed", str(seed)]
     cmd += ["--total-timesteps", str(updates * 64 * 64), "--eval-every", str(updates), "--reference-games", "2"]
     cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0", "--quiet"]
     with tempfile.TemporaryDirectory() as tmp:

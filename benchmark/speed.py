@@ -44,13 +44,14 @@ import provenance as pv
 
 DOC = pv.ROOT / "docs" / "speed.md"
 SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
+LANE = ["--num-heroes", "5", "--num-envs", "64"]  # the lane world's defaults until 2026-11-26, as measured since
 NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
 PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]
 WIDE = ["--local-num-envs", "64", "--num-actor-threads", "4", "--torch-threads", "4"]  # a GPU machine's 16 cores
 # case: (this tree's script, its flags, the steps of one update of A, updates per run: 30-120 s on 2 idle cores)
 CASES = {
     "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
-    "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *SELFPLAY], 64 * 64, 3),
+    "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *LANE, *SELFPLAY], 64 * 64, 3),
     "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
     "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
     "impala-wide": ("cleanba_impala.py", ["--save-every", "0", *WIDE], 64 * 32, 20),

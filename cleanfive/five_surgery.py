@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
-from cleanfive.envs.teams import make_team_env, rate_bots
+from cleanfive.envs.teams import TEAM_ENV_IDS, make_team_env, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
 
 
@@ -50,7 +50,7 @@ class Args:
     env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
     total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
     learning_rate: float = 1e-3  # the learning rate of the optimizer
-    num_envs: int = 64  # the number of parallel games of each process (torchrun: K processes play K times as many)
+    num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
@@ -570,12 +570,15 @@ if __name__ == "__main__":
     if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
         args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
         args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
+    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
+    for key, value in world_defaults(args.env_id).items():  # the world's own defaults for the flags left unset
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     positive += ("verify_games", "verify_steps", "parity_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
-    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction"):
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     for name in ("policy_lag", "save_every", "widen_dense", "widen_lstm", "lr0_updates", "anneal_updates"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
@@ -605,8 +608,6 @@ if __name__ == "__main__":
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
-    args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
-    check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
     obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
     fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A

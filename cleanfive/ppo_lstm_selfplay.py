@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
-from cleanfive.envs.teams import make_team_env, rate_bots
+from cleanfive.envs.teams import TEAM_ENV_IDS, make_team_env, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, rating_from_dict
 
 
@@ -47,10 +47,10 @@ class Args:
     # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0, Moba5v5-v1,
     # VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
     env_id: str = "ConnectFour-v1"
-    num_heroes: int | None = None  # heroes per side, sharing one policy (default: 5 in team worlds, 1 in board games)
+    num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
     total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
     learning_rate: float = 1e-3  # the learning rate of the optimizer
-    num_envs: int = 64  # the number of parallel games of each process (torchrun: K processes play K times as many)
+    num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
@@ -397,11 +397,14 @@ if __name__ == "__main__":
         env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
     for key in ("env_id", "num_heroes", "hidden_size") if saved else ():  # the world and network of the model
         setattr(args, key, saved["args"][key])
+    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
+    for key, value in world_defaults(args.env_id).items():  # the world's own defaults for the flags left unset
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
-    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction"):
+    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     for name in ("policy_lag", "save_every"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
@@ -421,9 +424,7 @@ if __name__ == "__main__":
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     args.num_heroes = N
-    args.bot_fraction = envs.DEFAULT_BOT_FRACTION if args.bot_fraction is None else args.bot_fraction
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
-    check(0 <= args.bot_fraction <= 1, f"--bot-fraction {args.bot_fraction} must be in [0, 1]")
     args.num_players = P = E * S * N
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
@@ -505,7 +506,8 @@ if __name__ == "__main__":
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
     if verbose:  # the world's own defaults where no flag was given
-        print(f"{args.env_id}: {N} heroes a side, --bot-fraction {args.bot_fraction}, score weights {score_weights}")
+        defaults = ", ".join(f"--{key.replace('_', '-')} {getattr(args, key)}" for key in world_defaults(args.env_id))
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}")
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 
     if saved:

@@ -212,7 +212,6 @@ class BoardTeamEnv:
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = {"win": 1.0}
     # half of the games against the reference bots at the start: on Connect Four self-play alone never passed `greedy`
     # (docs/ppo_lstm_selfplay.md, Results)
-    DEFAULT_BOT_FRACTION: float = 0.5
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, env_id: str, num_envs: int, seed: int):

@@ -74,7 +74,6 @@ class FootballTeamEnv:
     score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball", "dribble", "to_ball")  # a goal wins
     VMAS_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1}
-    DEFAULT_BOT_FRACTION: float = 0.0  # self-play only, as OpenAI Five
     bot_names: tuple[str, ...] = ("random", "chase", "vmas_ai")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):

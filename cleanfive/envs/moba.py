@@ -259,8 +259,6 @@ class MobaTeamEnv:
     seconds_per_step: float = STEP_SECONDS
     score_names: tuple[str, ...] = SCORE_NAMES
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = DEFAULT_SCORE_WEIGHTS
-    # a fifth of the early games against the scripted bots (not in OpenAI Five): without them most seeds farm
-    DEFAULT_BOT_FRACTION: float = 0.2
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, version: int = 0):

@@ -3,8 +3,7 @@
 Every world returned by :func:`make_team_env` has the same interface (the training scripts rely on nothing else):
 
 * attributes ``num_envs``, ``num_sides`` (2), ``num_heroes`` (N), ``num_actions`` (A), ``obs_shape`` (per hero),
-  ``seconds_per_step``, ``score_names`` (C components, one of them ``"win"``), ``DEFAULT_SCORE_WEIGHTS``, ``bot_names``,
-  ``DEFAULT_BOT_FRACTION`` (the share of games against the bots that a training script uses unless told otherwise);
+  ``seconds_per_step``, ``score_names`` (C components, one of them ``"win"``), ``DEFAULT_SCORE_WEIGHTS``, ``bot_names``;
 * ``reset() -> (obs, info)`` and ``step(actions int (E, 2, N)) -> (obs, scores, done, info)`` with ``obs`` float32
   (E, 2, N, *obs_shape), ``scores`` float32 (E, 2, N, C) (score-component changes of this step), ``done`` bool (E,)
   (reset the recurrent state and cut bootstrapping before the returned observation);
@@ -32,21 +31,34 @@ from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings
 TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
 
 
+def world_defaults(env_id: str) -> dict:
+    """The values a training script takes, in world ``env_id``, for the flags it leaves unset (None); its first line
+    prints them. Raises ValueError for an unknown id."""
+    # the lane world: 5 heroes and 64 games learn too slowly for an hour of CPU; a fifth of the early games against
+    # the scripted bots (not in OpenAI Five), without which most seeds farm (docs/ppo_lstm_selfplay.md)
+    if env_id in MOBA_ENV_IDS:
+        return {"num_heroes": 3, "num_envs": 32, "bot_fraction": 0.2}
+    if env_id in FOOTBALL_ENV_IDS:
+        return {"num_heroes": 5, "num_envs": 64, "bot_fraction": 0.0}  # self-play only, as OpenAI Five
+    if env_id in BOARD_ENV_IDS:
+        return {"num_heroes": 1, "num_envs": 64, "bot_fraction": 0.5}
+    raise ValueError(f"unknown env id {env_id!r}; accepted two-sided ids: {', '.join(TEAM_ENV_IDS)}")
+
+
 def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None = None):
-    """The world ``env_id`` with ``num_envs`` games of ``num_heroes`` per side (None: the world's default, 5 or 1).
+    """The world ``env_id`` with ``num_envs`` games of ``num_heroes`` per side (None: the world's default).
 
     Raises ValueError for an unknown id or a team size the world does not support, and
     :class:`cleanfive.envs.football.FootballUnavailable` when an optional extra is missing.
     """
+    heroes = world_defaults(env_id)["num_heroes"] if num_heroes is None else num_heroes
     if env_id in MOBA_ENV_IDS:
-        return make_moba(env_id, num_envs, seed, 5 if num_heroes is None else num_heroes)
+        return make_moba(env_id, num_envs, seed, heroes)
     if env_id in FOOTBALL_ENV_IDS:
-        return FootballTeamEnv(num_envs, seed, 5 if num_heroes is None else num_heroes)
-    if env_id in BOARD_ENV_IDS:
-        if num_heroes not in (None, 1):
-            raise ValueError(f"{env_id} has one hero per side; got --num-heroes {num_heroes}")
-        return BoardTeamEnv(env_id, num_envs, seed)
-    raise ValueError(f"unknown env id {env_id!r}; accepted two-sided ids: {', '.join(TEAM_ENV_IDS)}")
+        return FootballTeamEnv(num_envs, seed, heroes)
+    if heroes != 1:
+        raise ValueError(f"{env_id} has one hero per side; got --num-heroes {heroes}")
+    return BoardTeamEnv(env_id, num_envs, seed)
 
 
 def play_bots(
