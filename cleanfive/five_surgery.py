@@ -54,7 +54,7 @@ class Args:
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    horizon_seconds: float = 100.0  # time horizon H in game seconds: gamma = 1 - T / H, T the game seconds of a step
+    horizon_seconds: float | None = None  # horizon H in game seconds: gamma = 1 - T / H, T a step's (default: world's)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
     num_minibatches: int = 4  # the number of mini-batches
     update_epochs: int = 4  # the K epochs to update the policy
@@ -87,7 +87,7 @@ class Args:
     # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
     # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, printed on the first line)
     bot_fraction: float | None = None
-    bot_opponents: tuple[str, ...] = ()  # the bots of those games, among the references (empty: every reference)
+    bot_opponents: tuple[str, ...] | None = None  # their bots, among the references (default: the world's; (): all)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 

@@ -21,7 +21,7 @@ def test_shapes_and_masks():
     assert obs.shape == (E, 2, N, 89) and obs.dtype == np.float32
     assert (obs[..., -1] == 0).all()  # the clock feature starts at 0
     obs, scores, done, info = env.step(random_actions(np.random.default_rng(0)))
-    assert scores.shape == (E, 2, N, len(env.score_names)) == (E, 2, N, 5)
+    assert scores.shape == (E, 2, N, len(env.score_names)) == (E, 2, N, 6)
     assert info["action_mask"].shape == (E, 2, N, 9) and info["action_mask"].all() and info["acting"].all()
     assert np.allclose(obs[..., -1], 1 / env.max_steps)
 
@@ -47,31 +47,46 @@ def test_vmas_weights_reproduce_vmas_reward():
         assert not done.any() and not raw_done.any()
 
 
+def behind_ball_distances(scenario) -> np.ndarray:
+    """Each player's distance (game 0) to the spot a player's and a ball's radius behind the ball on the line from the
+    enemy goal, (2, N), side by side: blue attacks the right goal, red the left."""
+    ball, reach = scenario.ball.state.pos[0], scenario.agent_size + scenario.ball_size
+    rows = []
+    for team, goal in ((scenario.blue_agents, scenario.right_goal_pos), (scenario.red_agents, scenario.left_goal_pos)):
+        spot = ball + (ball - goal) / torch.linalg.norm(ball - goal) * reach
+        rows.append([float(torch.linalg.norm(player.state.pos[0] - spot)) for player in team])
+    return np.array(rows)
+
+
 def test_per_hero_terms_credit_the_toucher_and_each_approach():
     """dribble: the ball's approach to the enemy goal for the hero touching it only; to_ball: each hero's own
-    approach to the ball; both sides in their own frame."""
+    approach to the ball; behind_ball: its approach to the spot behind the ball; both sides in their own frame."""
     env = FootballTeamEnv(1, seed=0, num_heroes=2, max_steps=10_000)
     env.reset()
     scenario = env.env.scenario
-    # blue 0 touches the ball just left of centre; everyone else is far away
+    # blue 0 touches the ball just left of centre (on its spot behind the ball); everyone else is far away
     scenario.ball.set_pos(torch.tensor([[0.0, 0.0]]), batch_index=None)
     scenario.blue_agents[0].set_pos(torch.tensor([[-scenario.agent_size - scenario.ball_size, 0.0]]), batch_index=None)
     scenario.blue_agents[1].set_pos(torch.tensor([[-1.0, 0.5]]), batch_index=None)
     for i, player in enumerate(scenario.red_agents):
         player.set_pos(torch.tensor([[1.0, 0.5 - i]]), batch_index=None)
-    env._to_ball = env._distances_to_ball()
-    before = env._distances_to_ball()
+    env._distances = env._distances_to_ball()
+    before, behind_before = env._distances_to_ball(), behind_ball_distances(scenario)
+    assert behind_before[0, 0] == pytest.approx(0, abs=1e-6)
     ball_before = scenario.ball.state.pos.clone()
     right = 5  # VMAS's discrete action (x positive, y stay): both sides run "to the right", i.e. red to the left
     _, scores, _, _ = env.step(np.full((1, 2, 2), right))
     after = env._distances_to_ball()
     names = list(env.score_names)
     dribble, to_ball = scores[0, ..., names.index("dribble")], scores[0, ..., names.index("to_ball")]
-    np.testing.assert_allclose(to_ball, before[0] - after[0], atol=1e-6)
+    np.testing.assert_allclose(to_ball, before[0, ..., 0] - after[0, ..., 0], atol=1e-6)
     assert (to_ball[1] > 0).all()  # red ran towards the ball (in its own frame, "to the right")
+    behind = scores[0, ..., names.index("behind_ball")]
+    np.testing.assert_allclose(behind, behind_before - behind_ball_distances(scenario), atol=1e-5)
+    assert (behind[1] > 0).all()  # red's spot is on the ball's right: it ran towards it
     moved = scenario.ball.state.pos[0, 0] - ball_before[0, 0]
     assert moved > 0  # blue 0 pushed the ball towards red's goal
-    touching = after[0] <= scenario.agent_size + scenario.ball_size + 1e-2
+    touching = after[0, ..., 0] <= scenario.agent_size + scenario.ball_size + 1e-2
     assert touching[0, 0] and not touching[0, 1] and not touching[1].any()
     ball_to_goal = scores[0, 0, 0, names.index("ball_to_goal")] / scenario.pos_shaping_factor_ball_goal
     assert dribble[0, 0] == pytest.approx(ball_to_goal) and dribble[0, 0] > 0

@@ -30,6 +30,7 @@ SMOKE = {
     "Moba5v5-v0": [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push"],
     "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase"],
 }
+SMOKE_BOARD = ("ConnectFour-v1", "TicTacToe-v1")
 USER_ERRORS = [
     (["--env-id", "CartPole-v1"], "ConnectFour-v1"),
     (["--env-id", "NoSuchGame-v0"], "TicTacToe-v1"),
@@ -94,10 +95,13 @@ def driven(tmp_path_factory):
 def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     result, tmp_path = driven["smoke", env_id]
     assert result.returncode == 0, result.stderr
-    # the world's default, named first
-    bot_fraction = {"ConnectFour-v1": 0.5, "TicTacToe-v1": 0.5, "Moba5v5-v0": 0.2}.get(env_id, 0.0)
+    # the world's defaults, named first, and a flag given instead of a world's default
+    bot_fraction = {"ConnectFour-v1": 0.5, "TicTacToe-v1": 0.5, "Moba5v5-v0": 0.2, "VmasFootball-v0": 0.5}[env_id]
+    horizon = {"VmasFootball-v0": 10.0}.get(env_id, 100.0)
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith(f"{env_id}: ") and f"--bot-fraction {bot_fraction}," in first_line
+    num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
+    assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})

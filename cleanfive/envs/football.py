@@ -25,9 +25,13 @@ Conventions of this wrapper:
   and time decay): ``win`` is +-1 for the scoring / conceding side; ``ball_to_goal`` and ``agent_to_ball`` are
   VMAS's two team shaping terms (the ball's approach to the enemy goal, the team's closest player's approach to the
   ball, each times VMAS's factor); and per hero, ``dribble`` is the ball's approach to the enemy goal on a step that
-  ends with this hero touching the ball (VMAS's touching distance) and ``to_ball`` this hero's own approach to the
-  ball (both in pitch units). ``VMAS_SCORE_WEIGHTS`` reproduce VMAS's own reward; ``DEFAULT_SCORE_WEIGHTS`` add the
-  per-hero terms at VMAS's factors for the team terms (10 for the ball, 0.1 for a player's approach).
+  ends with this hero touching the ball (VMAS's touching distance), ``to_ball`` this hero's own approach to the
+  ball and ``behind_ball`` its approach to the spot behind the ball from which a push sends it at the enemy goal
+  (the ball's centre plus a player's and a ball's radius, on the line from the enemy goal; all in pitch units).
+  ``VMAS_SCORE_WEIGHTS`` reproduce VMAS's own reward; ``DEFAULT_SCORE_WEIGHTS`` add the per-hero terms, ``dribble``
+  and ``to_ball`` at VMAS's factors for the team terms (10 for the ball, 0.1 for a player's approach), and
+  ``behind_ball`` at 1 (running at the ball from the wrong side pushes it towards one's own goal; no run without
+  this term scored against ``random``).
 * Scripted bots (``bot_actions``): ``random``; ``chase`` (every player runs straight at the ball), which wins more
   games than it loses against random but draws most of them (the time cap comes first); and ``vmas_ai``, VMAS's own
   scripted team (``vmas.scenarios.football.AgentPolicy``, what ``ai_red_agents=True`` plays: possession, dribbling
@@ -71,9 +75,9 @@ class FootballTeamEnv:
     num_sides = 2
     num_actions = 9
     seconds_per_step = 0.1  # VMAS football's dt
-    score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball", "dribble", "to_ball")  # a goal wins
+    score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball", "dribble", "to_ball", "behind_ball")
     VMAS_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
-    DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1}
+    DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1, "behind_ball": 1.0}
     bot_names: tuple[str, ...] = ("random", "chase", "vmas_ai")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
@@ -98,7 +102,7 @@ class FootballTeamEnv:
         )
         self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
         self.steps = np.zeros(num_envs, dtype=np.int64)
-        self._to_ball = np.zeros((num_envs, 2, num_heroes), dtype=np.float32)  # each hero's distance to the ball
+        self._distances = np.zeros((num_envs, 2, num_heroes, 2), dtype=np.float32)  # see `_distances_to_ball`
         # VMAS's scripted team, one controller per side, run on demand by `bot_actions("vmas_ai", ...)`
         from vmas.scenarios.football import AgentPolicy
 
@@ -131,16 +135,22 @@ class FootballTeamEnv:
         observations = self.env.reset()
         for ai in self._ai:
             ai.reset()
-        self._to_ball = self._distances_to_ball()
+        self._distances = self._distances_to_ball()
         none = np.zeros(self.num_envs, dtype=bool)
         zeros = np.zeros(self.num_envs)
         return self._observe(observations), self._info(none, np.zeros((self.num_envs, 2), np.int64), zeros, zeros)
 
     def _distances_to_ball(self) -> np.ndarray:
-        """Each player's distance to the ball, float32 (E, 2, N)."""
-        ball = self.env.scenario.ball.state.pos
+        """Each player's distances to the ball and to the spot behind it (on the line from the enemy goal, a player's
+        and a ball's radius from the ball's centre), float32 (E, 2, N, 2)."""
+        scenario = self.env.scenario
+        ball = scenario.ball.state.pos[:, None]  # (E, 1, 2)
         players = torch.stack([p.state.pos for team in self._players for p in team], 1)  # (E, 2N, 2)
-        return (players - ball[:, None]).norm(dim=-1).reshape(self.num_envs, 2, self.num_heroes).numpy()
+        away = ball - torch.stack([scenario.right_goal_pos, scenario.left_goal_pos])[None]  # blue attacks the right
+        spot = ball + away / away.norm(dim=-1, keepdim=True) * (scenario.agent_size + scenario.ball_size)  # (E, 2, 2)
+        spot = spot.repeat_interleave(self.num_heroes, 1)
+        distances = torch.stack([(players - ball).norm(dim=-1), (players - spot).norm(dim=-1)], -1)
+        return distances.reshape(self.num_envs, 2, self.num_heroes, 2).numpy()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes))
@@ -158,11 +168,12 @@ class FootballTeamEnv:
             dim=1,
         )
         team_terms = team_terms.reshape(self.num_envs, 2, self.num_heroes, 3).float().numpy()
-        # each hero's own terms: the ball's approach to the enemy goal while it touches the ball, its approach to it
-        to_ball = self._distances_to_ball()
-        touching = to_ball <= scenario.agent_size + scenario.ball_size + 1e-2  # VMAS's `touching_ball` distance
+        # each hero's own terms: the ball's approach to the enemy goal while it touches the ball, its approach to the
+        # ball and to the spot behind it
+        distances = self._distances_to_ball()
+        touching = distances[..., 0] <= scenario.agent_size + scenario.ball_size + 1e-2  # VMAS's `touching_ball`
         dribble = touching * team_terms[..., 1] / scenario.pos_shaping_factor_ball_goal
-        scores = np.concatenate([team_terms, dribble[..., None], (self._to_ball - to_ball)[..., None]], -1)
+        scores = np.concatenate([team_terms, dribble[..., None], self._distances - distances], -1)
         self.steps += 1
         goal = goal.numpy().astype(bool)
         game_over = goal | (self.steps >= self.max_steps)
@@ -176,7 +187,7 @@ class FootballTeamEnv:
             for ai in self._ai:
                 ai.reset(int(index))
         self.steps[game_over] = 0
-        self._to_ball = self._distances_to_ball()  # the new games' starting distances
+        self._distances = self._distances_to_ball()  # the new games' starting distances
         observations = self.env.get_from_scenario(
             get_observations=True, get_rewards=False, get_infos=False, get_dones=False
         )[0]
