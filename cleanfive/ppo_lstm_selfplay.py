@@ -94,7 +94,7 @@ class Args:
 
     references: tuple[str, ...] = ()  # scripted reference bots, the first the anchor at mu = 0 (empty: the world's)
     reference_games: int = 400  # games per pair of references to rate the reference pool once at start
-    eval_every: int = 10  # evaluate against the references every this many updates
+    eval_every: int | None = None  # evaluate against the references every this many updates (default: the world's)
     eval_games: int = 64  # games per chosen reference at each evaluation
 
     # to be filled in runtime
