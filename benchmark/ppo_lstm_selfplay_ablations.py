@@ -24,6 +24,8 @@ from functools import partial
 import numpy as np
 import provenance as pv
 
+from cleanfive.envs.teams import world_defaults
+
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
 MEASURED = (SCRIPT, "cleanfive/envs", "cleanfive/trueskill_league.py")  # the code a kept curve is stamped with
@@ -36,7 +38,7 @@ GROUPS = {
     "staleness": ("staleness (policy lag, versions)", [(str(k), ["--policy-lag", str(k)]) for k in (0, 1, 4, 8)], 0),
     "team_spirit": ("team spirit τ", [("0", TAU_0), ("0.3 → 1", []), ("1", TAU_1)], 1),
 }
-DEFAULTS = {"--num-envs": "64", "--update-epochs": "4", "--policy-lag": "0"}  # flags equal to the script's defaults
+DEFAULTS = {"--update-epochs": "4", "--policy-lag": "0"}  # flags equal to the script's defaults (and the world's)
 PER_STEP = {"reuse": "sample reuse, per gradient step (versions × passes)"}  # also per gradient step
 PARSER = pv.parser(__file__, __doc__, results="ablations")
 PARSER.add_argument("--env-id", default="ConnectFour-v1", help="any two-sided world of the script")
@@ -49,10 +51,12 @@ PARSER.add_argument("--jobs", type=int, default=1, help="runs in parallel (each 
 PARSER.add_argument("--block", default="ablations", help="docs block (and plot name) to write")
 
 
-def canonical(flags: list[str]) -> tuple[str, ...]:
-    """The flags with the script's default values left out, so that identical configurations run once."""
+def canonical(flags: list[str], env_id: str) -> tuple[str, ...]:
+    """The flags with the script's default values in world ``env_id`` left out, so that identical configurations run
+    once."""
+    defaults = DEFAULTS | {"--num-envs": str(world_defaults(env_id)["num_envs"])}
     pairs = [(flags[i], flags[i + 1]) for i in range(0, len(flags), 2)]
-    return tuple(x for k, v in pairs if DEFAULTS.get(k) != v for x in (k, v))
+    return tuple(x for k, v in pairs if defaults.get(k) != v for x in (k, v))
 
 
 def flag_value(flags: list[str], name: str, default: int) -> int:
@@ -68,7 +72,8 @@ def run_name(flags: tuple[str, ...]) -> str:
 
 def train(flags: tuple[str, ...], seed: int, args: argparse.Namespace) -> dict:
     """Train one configuration and seed for args.updates versions; its TrueSkill curve against versions."""
-    step = flag_value([*flags, *args.extra], "--num-envs", 64) * flag_value([*flags, *args.extra], "--num-steps", 64)
+    num_envs = flag_value([*flags, *args.extra], "--num-envs", world_defaults(args.env_id)["num_envs"])
+    step = num_envs * flag_value([*flags, *args.extra], "--num-steps", 64)
     cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), *flags, *args.extra]
     cmd += ["--total-timesteps", str(args.updates * step), "--eval-every", str(args.eval_every)]
     start = time.time()
@@ -103,7 +108,7 @@ def main() -> None:
         pv.markers(DOC, args.block)
 
     started = time.time()
-    configs = sorted({canonical(flags) for g in groups for _, flags in GROUPS[g][1]})
+    configs = sorted({canonical(flags, args.env_id) for g in groups for _, flags in GROUPS[g][1]})
     jobs = [(flags, seed) for flags in configs for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         curves = dict(zip(jobs, pool.map(lambda job: kept_or_train(*job, args), jobs), strict=True))
@@ -127,7 +132,7 @@ def main() -> None:
 
     def curve(flags: list[str], seed: int, per_step: bool) -> tuple[list[int], list[float]]:
         """(versions, TrueSkill) of one run; per gradient step, the versions times the passes per batch."""
-        kept = curves[(canonical(flags), seed)]
+        kept = curves[(canonical(flags, args.env_id), seed)]
         passes = flag_value(flags, "--update-epochs", 4) if per_step else 1
         return [v * passes for v in kept["versions"]], kept["mu"]
 
@@ -145,7 +150,7 @@ def main() -> None:
                 cell = f"{ok.mean():.2f} ± {ok.std():.2f} ({ok.size}/{len(ratios)})" if ok.size else "—"
                 cell += f", {missed} never reached T" if missed else ""
                 cells.append(cell + (f", {beyond} reached T and the baseline not" if beyond else ""))
-            final = [curves[(canonical(flags), seed)]["mu"][-1] for seed in args.seeds]
+            final = [curves[(canonical(flags, args.env_id), seed)]["mu"][-1] for seed in args.seeds]
             value = f"{name} (b)" if i == base else name
             lines.append(f"| {label} | {value} | {' | '.join(cells)} | {np.mean(final):.2f} ± {np.std(final):.2f} |")
     table = "\n".join(lines)

@@ -630,7 +630,7 @@ if __name__ == "__main__":
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     outside = [name for name in args.bot_opponents if name not in references]
-    check(not outside, f"--bot-opponents {outside} are not among the references {', '.join(references)}")
+    check(not outside, f"bot opponents {outside} not in --references {' '.join(references)}: pass --bot-opponents")
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")

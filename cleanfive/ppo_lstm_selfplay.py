@@ -438,7 +438,7 @@ if __name__ == "__main__":
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     outside = [name for name in args.bot_opponents if name not in references]
-    check(not outside, f"--bot-opponents {outside} are not among the references {', '.join(references)}")
+    check(not outside, f"bot opponents {outside} not in --references {' '.join(references)}: pass --bot-opponents")
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
@@ -506,7 +506,9 @@ if __name__ == "__main__":
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     evaluator = ReferenceEvaluator(ratings)
     if verbose:  # the world's own defaults where no flag was given
-        defaults = ", ".join(f"--{key.replace('_', '-')} {getattr(args, key)}" for key in world_defaults(args.env_id))
+        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # a tuple as its flag values
+        shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
+        defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())
         print(f"{args.env_id}: {defaults}, score weights {score_weights}")
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
 

@@ -38,7 +38,7 @@ USER_ERRORS = [
     (["--references", "random"], "at least two"),
     (["--policy-lag", "-1"], "--policy-lag"),
     (["--bot-fraction", "1.5"], "--bot-fraction"),
-    (["--references", "random", "greedy", "--bot-opponents", "lookahead"], "--bot-opponents ['lookahead']"),
+    (["--references", "random", "greedy", "--bot-opponents", "lookahead"], "bot opponents ['lookahead']"),
     (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
     (["--score-weights", "win=much"], "name=number"),
     (["--score-weights", "win=inf"], "name=number"),
@@ -102,6 +102,8 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert first_line.startswith(f"{env_id}: ") and f"--bot-fraction {bot_fraction}," in first_line
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
+    bots = {"VmasFootball-v0": "random"}.get(env_id, "(every reference)")  # as flag values, not a Python tuple
+    assert f"--bot-opponents {bots}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
