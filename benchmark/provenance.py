@@ -40,9 +40,10 @@ def parser(file: str, doc: str, docs: bool = True, extra: bool = True, results: 
 
 def command(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     """The command line that makes this table again: every option set (a path only when not its default; ``--jobs``
-    only when training) in the parser's order, ``--from-results`` last, then the extra flags after ``--``."""
+    also with ``--from-results``, as the learning benchmark's kept runs are matched on their torch threads) in the
+    parser's order, ``--from-results`` last, then the extra flags after ``--``."""
     words = ["uv", "run", "--all-extras", "python", f"benchmark/{p.prog}"]
-    skip = {"extra", "no_docs"} | ({"jobs"} if getattr(args, "from_results", False) else set())
+    skip = {"extra", "no_docs"}
     for dest, value in sorted(vars(args).items(), key=lambda item: item[0] == "from_results"):
         default_path = isinstance(value, Path) and value == p.get_default(dest)
         if dest in skip or value is None or value is False or default_path:
