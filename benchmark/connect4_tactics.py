@@ -39,8 +39,12 @@ def load_agent(path: str):
     spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    pv.check(saved["args"]["env_id"] == ENV_ID, f"{path} is a model of {saved['args']['env_id']}, not {ENV_ID}")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        env_id = saved["args"]["env_id"]
+    except Exception as exc:  # a missing or foreign file: one line, exit 2
+        pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
+    pv.check(env_id == ENV_ID, f"{path} is a model of {env_id}, not {ENV_ID}")
     state = saved["model"]
     agent = script.Agent(len(state["obs_mean"]), len(state["actor.bias"]), 1, len(state["encoder.2.bias"]))
     agent.load_state_dict(state)
@@ -92,7 +96,7 @@ def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
 
 def main() -> None:
     args = PARSER.parse_args()
-    lines = [*pv.header(PARSER, args, pv.code_version(), "its own games", ""), ""]
+    lines = [*pv.header(PARSER, args, pv.code_version(), "; the games are its own.", ""), ""]
     header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
     lines += [header, "|---" * 9 + "|"]
     for path in args.models:

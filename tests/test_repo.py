@@ -354,3 +354,13 @@ def test_speed_gpu_tabulates_kept_runs_and_needs_cuda_to_run(tmp_path):
         result = subprocess.run([*cmd, "--cases", "c4"], capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert result.returncode == 2 and "--gpu: torch sees no CUDA device" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_connect4_tactics_says_in_one_line_when_a_model_cannot_be_read(tmp_path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a model")
+    for path in (tmp_path / "missing.cleanfive_model", foreign):
+        cmd = [sys.executable, str(ROOT / "benchmark" / "connect4_tactics.py"), "--models", str(path)]
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"cannot read --models {path}" in result.stderr
