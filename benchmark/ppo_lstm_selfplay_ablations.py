@@ -38,7 +38,7 @@ GROUPS = {
     "staleness": ("staleness (policy lag, versions)", [(str(k), ["--policy-lag", str(k)]) for k in (0, 1, 4, 8)], 0),
     "team_spirit": ("team spirit τ", [("0", TAU_0), ("0.3 → 1", []), ("1", TAU_1)], 1),
 }
-DEFAULTS = {"--update-epochs": "4", "--policy-lag": "0"}  # flags equal to the script's defaults (and the world's)
+DEFAULTS = {"--update-epochs": "4", "--policy-lag": "0"}  # script defaults (--num-envs: the world's, see canonical)
 PER_STEP = {"reuse": "sample reuse, per gradient step (versions × passes)"}  # also per gradient step
 PARSER = pv.parser(__file__, __doc__, results="ablations")
 PARSER.add_argument("--env-id", default="ConnectFour-v1", help="any two-sided world of the script")
