@@ -74,6 +74,7 @@ PARSER.add_argument("--baseline", default="0736919", help="the earlier commit th
 PARSER.add_argument("--baseline-dir", type=Path, help="a checkout of --baseline (default: a git worktree in /tmp)")
 PARSER.add_argument("--peers", type=Path, help="the folder of the peers' checkouts and venvs (see above)")
 PARSER.add_argument("--gpu", action="store_true", help="each script on the CPU (A) against the GPU (B), see above")
+PARSER.add_argument("--block", help="docs block to write (default: speed, or speed-gpu with --gpu): another machine's")
 
 
 def git(*words: str) -> str:
@@ -234,7 +235,7 @@ def envpool_ceiling(seconds: float = 10.0) -> str:
 def main() -> None:
     args = PARSER.parse_args()
     pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (the last one is left out)")
-    block = "speed-gpu" if args.gpu else "speed"
+    block = args.block or ("speed-gpu" if args.gpu else "speed")
     args.cases = args.cases or (GPU_CASES[:-1] if args.gpu else [c for c in CASES if c != "impala-wide"])
     wrong = sorted(set(args.cases) - set(GPU_CASES)) if args.gpu else []
     pv.check(not wrong, f"--gpu measures one script of this tree per case; drop {' '.join(wrong)} from --cases")
