@@ -85,9 +85,11 @@ class Args:
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
-    # fraction of the other games played against the reference bots at the start, annealed linearly to 0: a curriculum
-    # that is not part of OpenAI Five's recipe (0: self-play only; default: the world's, printed on the first line)
+    # fraction of the other games played against the reference bots, annealed linearly from bot_fraction to
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
+    # world's, printed on the first line)
     bot_fraction: float | None = None
+    bot_fraction_end: float | None = None
     bot_opponents: tuple[str, ...] | None = None  # their bots, among the references (default: the world's; (): all)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -404,7 +406,8 @@ if __name__ == "__main__":
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
-    for name in ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction"):
+    unit = ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction", "bot_fraction_end")
+    for name in unit:
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
     for name in ("policy_lag", "save_every"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
@@ -597,6 +600,7 @@ if __name__ == "__main__":
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
         ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
+        bot_share = args.bot_fraction_end + frac * (args.bot_fraction - args.bot_fraction_end)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         beaten = []  # the past versions the learner beat in this rollout, for the quality updates
@@ -673,9 +677,9 @@ if __name__ == "__main__":
                 if past.size > 0:
                     opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
                     learner_side[past] = rng.integers(S, size=past.size)
-                if args.bot_fraction > 0:  # the bot curriculum: a share of the other games, annealed to 0
+                if args.bot_fraction > 0 or args.bot_fraction_end > 0:  # the bot curriculum: a share of the rest
                     other = over[~vs_past]
-                    vs_bot = other[rng.random(other.size) < args.bot_fraction * frac]
+                    vs_bot = other[rng.random(other.size) < bot_share]
                     opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.choice(bot_choices, size=vs_bot.size)
                     learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
                 is_learner = learner_rows(opponent_kind, learner_side, S, N)
