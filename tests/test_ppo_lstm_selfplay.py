@@ -62,9 +62,11 @@ LAG_RUNS |= {(3, lag): ["--total-timesteps", "768", "--policy-lag", str(lag)] fo
 # --score-weights: the world's own weight, no override, and another weight
 WEIGHTS = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy", "--save-model"]
 WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--score-weights", "win=0.5"]}
-BOTS = [*TINY, "--total-timesteps", "3072", "--bot-fraction", "1", "--past-fraction", "0", "--eval-every", "100"]
+BOTS = [*TINY, "--total-timesteps", "3072", "--past-fraction", "0", "--eval-every", "100"]
 BOTS += ["--references", "greedy", "lookahead"]
-BOT_RUNS = {"tactical": [], "random only": ["--references", "random", "greedy", "--bot-opponents", "random"]}
+BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
+BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--references", "random", "greedy", "--bot-opponents", "random"]}
+BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
@@ -179,18 +181,28 @@ def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     learner wins few games; had the learner driven both sides, it would win about half (it plays either side).
     With --bot-opponents random, its bot games are against random alone, of which it wins about half."""
 
-    def rates(name):
-        result, tmp_path = driven["bots", name]
-        assert result.returncode == 0, result.stderr
-        (run_dir,) = (tmp_path / "runs").glob("*__*__*")
-        events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-        events.Reload()
-        assert "league/winrate_vs_past" not in events.Tags()["scalars"]
-        return [e.value for e in events.Scalars("league/winrate_vs_bots")]
+    tactical, random_only = bot_game_rates(driven, "tactical"), bot_game_rates(driven, "random only")
+    assert len(tactical) >= 8 and np.mean([e.value for e in tactical]) < 0.25, [e.value for e in tactical]
+    assert len(random_only) >= 8 and np.mean([e.value for e in random_only]) > 0.3, [e.value for e in random_only]
 
-    tactical, random_only = rates("tactical"), rates("random only")
-    assert len(tactical) >= 8 and np.mean(tactical) < 0.25, tactical
-    assert len(random_only) >= 8 and np.mean(random_only) > 0.3, random_only
+
+def test_bot_share_anneals_from_bot_fraction_to_bot_fraction_end(driven):
+    """--bot-fraction 0 --bot-fraction-end 1: no game of the first update is against a bot; the share then rises
+    (update k of 12 starts its new games against a bot with probability (k - 1) / 12), so bot games end later on."""
+    rising = bot_game_rates(driven, "rising")
+    first_update = 8 * 32  # TINY: 8 games x 32 steps
+    assert len(rising) >= 3 and min(e.step for e in rising) > first_update, [e.step for e in rising]
+
+
+def bot_game_rates(driven, name):
+    """The league/winrate_vs_bots events of BOT_RUNS[name] (one per update in which games against bots ended)."""
+    result, tmp_path = driven["bots", name]
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp_path / "runs").glob("*__*__*")
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    assert "league/winrate_vs_past" not in events.Tags()["scalars"]
+    return list(events.Scalars("league/winrate_vs_bots"))
 
 
 def test_score_weights_override_the_worlds_weights(driven):
