@@ -4,8 +4,9 @@ Plays random legal moves from the empty board (4 to 29 moves) and keeps the posi
 cannot win at once and the opponent has exactly one immediately winning move; the label is that move (the block).
 The observation is the script's own (planes: own stones, opponent stones, all ones). Two networks learn it with
 cross-entropy and Adam (lr 1e-3, batches of 256, ``--steps`` steps) from ``--sizes`` labelled positions each:
-the script's encoder (two dense layers of ``--hidden-size``, built by its ``Agent``) with a linear head, and a small
-convolutional net (two 3x3 layers of 32 channels, a dense layer of 128). Prints the accuracy on
+the script's dense encoder (two dense layers of ``--hidden-size``, built by its ``Agent`` for a flat observation:
+the board games' encoder until it became convolutional) with a linear head, and a small convolutional net (two 3x3
+layers of 32 channels, a dense layer of 128: the board games' encoder since). Prints the accuracy on
 ``--test`` held-out positions: chance is about 1/7 (the share of a random legal move).
 
     uv run --all-extras python benchmark/connect4_block_supervised.py
@@ -54,7 +55,7 @@ def networks(hidden_size: int) -> dict[str, nn.Module]:
     spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    agent = script.Agent(3 * 6 * 7, 7, 1, hidden_size)
+    agent = script.Agent((3 * 6 * 7,), 7, 1, hidden_size)  # a flat observation: the dense encoder
     conv = [nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.Flatten()]
     return {
         f"the script's encoder (width {hidden_size})": nn.Sequential(

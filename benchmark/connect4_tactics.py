@@ -27,6 +27,7 @@ from cleanfive.envs.board import legal_actions, play_all, winning_moves
 from cleanfive.envs.teams import make_team_env
 
 ENV_ID = "ConnectFour-v1"
+OBS_SHAPE = (3, 6, 7)  # the script's observation: planes own stones, opponent stones, side to move
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
@@ -46,7 +47,7 @@ def load_agent(path: str):
         pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
     pv.check(env_id == ENV_ID, f"{path} is a model of {env_id}, not {ENV_ID}")
     state = saved["model"]
-    agent = script.Agent(len(state["obs_mean"]), len(state["actor.bias"]), 1, len(state["encoder.2.bias"]))
+    agent = script.Agent(OBS_SHAPE, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
     agent.load_state_dict(state)
     return agent.eval(), script, saved.get("global_step", saved["args"]["total_timesteps"])
 

@@ -110,6 +110,7 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
+BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
 CHECKPOINT_KEYS += ("evaluator", "eval_generator", "pool", "past_agents", "ranks")
 
@@ -199,19 +200,32 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_size: int, num_actions: int, num_heroes: int, hidden_size: int):
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, num_heroes: int, hidden_size: int):
         super().__init__()
         self.num_heroes = num_heroes
+        obs_size = int(np.prod(obs_shape))
         # observation normalisation statistics travel with the weights (past versions keep their own)
         self.register_buffer("obs_mean", torch.zeros(obs_size))
         self.register_buffer("obs_var", torch.ones(obs_size))
         self.register_buffer("obs_count", torch.tensor(1e-4))
-        self.encoder = nn.Sequential(
-            layer_init(nn.Linear(obs_size, hidden_size)),
-            nn.ReLU(),
-            layer_init(nn.Linear(hidden_size, hidden_size)),
-            nn.ReLU(),
-        )
+        if len(obs_shape) == 3:  # a board's planes (C, H, W): 3x3 convolutions see a line of stones anywhere alike
+            self.encoder = nn.Sequential(
+                nn.Unflatten(1, obs_shape),
+                nn.Conv2d(obs_shape[0], BOARD_CHANNELS, 3, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(BOARD_CHANNELS, BOARD_CHANNELS, 3, padding=1),
+                nn.ReLU(),
+                nn.Flatten(),
+                layer_init(nn.Linear(BOARD_CHANNELS * obs_size // obs_shape[0], hidden_size)),
+                nn.ReLU(),
+            )
+        else:
+            self.encoder = nn.Sequential(
+                layer_init(nn.Linear(obs_size, hidden_size)),
+                nn.ReLU(),
+                layer_init(nn.Linear(hidden_size, hidden_size)),
+                nn.ReLU(),
+            )
         self.hero_embedding = nn.Embedding(num_heroes, hidden_size)  # hero-id input: which hero this row drives
         self.pool_size = hidden_size // 4
         self.lstm = nn.LSTM(hidden_size + self.pool_size, hidden_size)
@@ -494,7 +508,7 @@ if __name__ == "__main__":
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
-    agent = Agent(int(np.prod(obs_shape)), A, N, args.hidden_size).to(device)
+    agent = Agent(obs_shape, A, N, args.hidden_size).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
     grad_steps = 0

@@ -194,7 +194,7 @@ def test_models_of_ppo_lstm_selfplay_load_with_every_column_as_input(fs):
     parent = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(parent)
     torch.manual_seed(0)
-    trained = parent.Agent(D, A, N, H)
+    trained = parent.Agent((D,), A, N, H)
     agent = fs.agent_from_state(trained.state_dict())
     assert agent.input_index.tolist() == list(range(D))
     obs, done = random_games()

@@ -315,7 +315,7 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
     check stops the run with its one line and exit code 1; a healthy network samples as before."""
     torch.manual_seed(0)
     N, obs_size = 1, 6
-    agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
+    agent = script.Agent((obs_size,), num_actions=4, num_heroes=N, hidden_size=16)
     state = (torch.zeros(1, 2 * N, 16), torch.zeros(1, 2 * N, 16))
     x, done, mask = torch.randn(2 * N, obs_size), torch.zeros(2 * N), torch.ones(2 * N, 4, dtype=torch.bool)
     active = torch.ones(2 * N, dtype=torch.bool)
@@ -338,7 +338,7 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
 def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     torch.manual_seed(0)
     N, obs_size = 3, 6
-    agent = script.Agent(obs_size, num_actions=4, num_heroes=N, hidden_size=16)
+    agent = script.Agent((obs_size,), num_actions=4, num_heroes=N, hidden_size=16)
     x = torch.randn(2 * N, obs_size)  # two teams of three heroes, heroes of a team in consecutive rows
     base = agent.embed(x)
     changed = x.clone()
@@ -376,7 +376,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     time over everyone, where a waiting hero's state carries over, in outputs, final states and gradients."""
     torch.manual_seed(0)
     teams, N, obs_size = 6, 2, 5
-    agent = script.Agent(obs_size, num_actions=3, num_heroes=N, hidden_size=16)
+    agent = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=16)
     x = torch.randn(T * teams * N, obs_size)
     state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
     done = (torch.rand(T, teams) < ends).float().repeat_interleave(N, 1)
