@@ -23,6 +23,7 @@ import provenance as pv
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
+LATE = 5 / 6  # "last sixth": the evaluations from this share of a run's last step on, a steadier "by the end"
 MEASURED = ("cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")  # with the script and the world's file
 # per world: its references weakest first (the script's default --references), the win-rate targets, the docs block
 WORLDS = {
@@ -106,6 +107,10 @@ def main() -> None:
         values = {s: [r[key] for r in runs[s] if key in r] for s in args.seeds}  # "—": never within 10 points
         label = "TrueSkill μ" if key == "mu" else f"win rate vs `{key}`"
         rows.append((f"final {label}", [v[-1] if v else np.nan for v in values.values()], ".2f", 1.0))
+        late = {s: [r[key] for r in runs[s] if key in r and r["step"] >= LATE * runs[s][-1]["step"]] for s in values}
+        rows.append(
+            (f"mean {label}, last sixth of the steps", [np.mean(v) if v else np.nan for v in late.values()], ".2f", 1.0)
+        )
         rows.append((f"best {label}", [max(v) if v else np.nan for v in values.values()], ".2f", 1.0))
     note += f" Runs {pv.kept_provenance(kept)}."
     lines = [*pv.header(PARSER, args, None, ".", note), *pv.seed_table(args.seeds, rows)]
