@@ -56,7 +56,7 @@ RELIABILITY_USER_ERRORS = [
 ]
 # --policy-lag K: runs of 2 updates (lag 1) and of 3 updates (lags 1 and 2), a checkpoint after every update
 LAG = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--bot-fraction", "0", "--eval-every", "100"]
-LAG += ["--save-every", "1", "--references", "random", "greedy"]
+LAG += ["--bot-fraction-end", "0", "--save-every", "1", "--references", "random", "greedy"]
 LAG_RUNS = {(2, 1): ["--total-timesteps", "512", "--policy-lag", "1"]}
 LAG_RUNS |= {(3, lag): ["--total-timesteps", "768", "--policy-lag", str(lag)] for lag in (1, 2)}
 # --score-weights: the world's own weight, no override, and another weight
