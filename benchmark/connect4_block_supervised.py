@@ -5,8 +5,8 @@ cannot win at once and the opponent has exactly one immediately winning move; th
 The observation is the script's own (planes: own stones, opponent stones, all ones). Two networks learn it with
 cross-entropy and Adam (lr 1e-3, batches of 256, ``--steps`` steps) from ``--sizes`` labelled positions each:
 the script's dense encoder (two dense layers of ``--hidden-size``, built by its ``Agent`` for a flat observation:
-the board games' encoder until it became convolutional) with a linear head, and a small convolutional net (two 3x3
-layers of 32 channels, a dense layer of 128: the board games' encoder since). Prints the accuracy on
+the board games' encoder until it became convolutional) and its board encoder (two 3x3 layers of 32 channels, a
+dense layer of 128), each with a linear head. Prints the accuracy on
 ``--test`` held-out positions: chance is about 1/7 (the share of a random legal move).
 
     uv run --all-extras python benchmark/connect4_block_supervised.py
@@ -55,13 +55,13 @@ def networks(hidden_size: int) -> dict[str, nn.Module]:
     spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    agent = script.Agent((3 * 6 * 7,), 7, 1, hidden_size)  # a flat observation: the dense encoder
-    conv = [nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.Flatten()]
+    dense = script.Agent((3 * 6 * 7,), 7, 1, hidden_size).encoder  # a flat observation: the dense encoder
+    conv = script.Agent((3, 6, 7), 7, 1, 128).encoder  # the board games' encoder
     return {
-        f"the script's encoder (width {hidden_size})": nn.Sequential(
-            nn.Flatten(), agent.encoder, nn.Linear(hidden_size, 7)
+        f"the script's dense encoder (width {hidden_size})": nn.Sequential(
+            nn.Flatten(), dense, nn.Linear(hidden_size, 7)
         ),
-        "conv 2x3x3x32 + 128": nn.Sequential(*conv, nn.Linear(32 * 6 * 7, 128), nn.ReLU(), nn.Linear(128, 7)),
+        "the script's board encoder (conv 2x3x3x32 + 128)": nn.Sequential(nn.Flatten(), conv, nn.Linear(128, 7)),
     }
 
 
