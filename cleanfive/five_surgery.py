@@ -49,7 +49,7 @@ class Args:
     checkpoint: str | None = None
     env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
     total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
-    learning_rate: float = 1e-3  # the learning rate of the optimizer
+    learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
     num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment

@@ -49,7 +49,7 @@ class Args:
     env_id: str = "ConnectFour-v1"
     num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
     total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
-    learning_rate: float = 1e-3  # the learning rate of the optimizer
+    learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
     num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
