@@ -99,11 +99,13 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert result.returncode == 0, result.stderr
     # the world's defaults, named first, and a flag given instead of a world's default
     bot_fraction = {"ConnectFour-v1": 0.5, "TicTacToe-v1": 0.5, "Moba5v5-v0": 0.2, "VmasFootball-v0": 0.5}[env_id]
-    horizon = {"VmasFootball-v0": 10.0}.get(env_id, 100.0)
+    horizon = {"Moba5v5-v0": 100.0}.get(env_id, 10.0)
+    learning_rate = 0.002 if env_id in SMOKE_BOARD else 0.001
     first_line = result.stdout.splitlines()[0]
     assert first_line.startswith(f"{env_id}: ") and f"--bot-fraction {bot_fraction}," in first_line
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
+    assert f"--learning-rate {learning_rate}," in first_line
     bots = {"VmasFootball-v0": "random"}.get(env_id, "(every reference)")  # as flag values, not a Python tuple
     assert f"--bot-opponents {bots}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
