@@ -58,11 +58,9 @@ def run(setting: str, seed: int, steps: int, seconds: float) -> dict:
     rows = []
     for line, _ in pv.stream([sys.executable, "-u", str(SCRIPT), "--seed", str(seed), *flags(setting, steps)], 1):
         if line.startswith("eval "):
-            f = pv.fields(line)
-            if float(f["time"][:-1]) > seconds:
+            if (row := pv.eval_row(line))["time"] > seconds:
                 break
-            rows.append({"step": int(f["global_step"]), "time": float(f["time"][:-1]), "mu": float(f["trueskill_mu"])})
-            rows[-1] |= {k.removeprefix("win_vs_"): float(v) for k, v in f.items() if k.startswith("win_vs_")}
+            rows.append(row)
     return {"rows": rows}
 
 

@@ -50,10 +50,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
         if line.startswith("reference ratings: "):
             ratings = ast.literal_eval(line.removeprefix("reference ratings: "))
         if line.startswith("eval "):
-            f = pv.fields(line)
-            rows.append({"time": float(f["time"][:-1]), "step": int(f["global_step"]), "mu": float(f["trueskill_mu"])})
-            rows[-1] |= {"cpu": cpu, "load": os.getloadavg()[0]}
-            rows[-1] |= {k.removeprefix("win_vs_"): float(v) for k, v in f.items() if k.startswith("win_vs_")}
+            rows.append(pv.eval_row(line) | {"cpu": cpu, "load": os.getloadavg()[0]})
             print(f"  seed {seed}: {line}", flush=True)
         if (cpu if args.clock == "cpu" else time.time() - start) > args.minutes * 60:
             break

@@ -188,6 +188,13 @@ def fields(line: str) -> dict[str, str]:
     return dict(word.split("=", 1) for word in line.split() if "=" in word)
 
 
+def eval_row(line: str) -> dict:
+    """The wall seconds, step, TrueSkill μ and win rate against each reference of a Five script's ``eval ...`` line."""
+    f = fields(line)
+    row = {"time": float(f["time"][:-1]), "step": int(f["global_step"]), "mu": float(f["trueskill_mu"])}
+    return row | {k.removeprefix("win_vs_"): float(v) for k, v in f.items() if k.startswith("win_vs_")}
+
+
 def last_line(cmd: list[str], prefix: str, cwd: Path = ROOT) -> dict[str, str]:
     """Run ``cmd`` to its end in ``cwd``; the :func:`fields` of the last line it printed that starts with ``prefix``."""
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
