@@ -780,6 +780,9 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
+                for param in agent.parameters():  # a minibatch with no active row reaches no encoder: zero, not None
+                    if param.grad is None:
+                        param.grad = torch.zeros_like(param)
                 if world_size > 1:  # the mean gradient of all processes, in one all-reduce
                     grads = torch.cat([param.grad.flatten() for param in agent.parameters()]) / world_size
                     dist.all_reduce(grads)

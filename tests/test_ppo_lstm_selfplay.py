@@ -70,6 +70,11 @@ BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
+# one team sequence per minibatch (8 games x 2 sides x 2 chunks = 32): some minibatches hold no active row, and the
+# encoder, hero embedding and LSTM get no gradient from them (issue 39: a crash under torchrun and with per-parameter
+# clipping)
+EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536", "--reference-games", "4"]
+EMPTY_MINIBATCH += ["--eval-every", "100"]
 
 
 def run(tmp_path, *flags):
@@ -90,6 +95,7 @@ def driven(tmp_path_factory):
     cases |= {("weights", k): (root / f"weights_{k}", [*WEIGHTS, *f]) for k, f in WEIGHT_RUNS.items()}
     cases |= {("bots", k): (root / f"bots_{k.replace(' ', '_')}", [*BOTS, *f]) for k, f in BOT_RUNS.items()}
     cases |= {("evals", k): (root / f"evals_{k}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
+    cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -233,6 +239,18 @@ def torchrun(cwd, *flags):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([*command, *flags], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_minibatch_without_active_rows_clips_per_parameter_without_crashing(driven):
+    result, _ = driven["empty minibatch",]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1].startswith("params_sha256=")
+
+
+def test_torchrun_minibatch_without_active_rows_all_reduces_zero_gradients(tmp_path):
+    result = torchrun(tmp_path, *EMPTY_MINIBATCH, "--total-timesteps", "1024")  # 2 updates of 2 x 8 games
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1].startswith("params_sha256=")
 
 
 def test_torchrun_two_processes_repeat_bit_for_bit_and_resume_only_with_two(tmp_path):
