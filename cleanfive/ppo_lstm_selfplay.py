@@ -685,8 +685,9 @@ if __name__ == "__main__":
                 game_scores[over] = 0.0
                 beaten += opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)].tolist()
                 # each new game is against a past version with probability past_fraction, else latest vs latest
-                vs_past = rng.random(over.size) < args.past_fraction
-                past = over[vs_past] if pool.keys else over[:0]
+                # (none before the pool holds a version: those games go to the bot curriculum as well)
+                vs_past = (rng.random(over.size) < args.past_fraction) & bool(pool.keys)
+                past = over[vs_past]
                 opponent_kind[over] = LATEST
                 if past.size > 0:
                     opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
