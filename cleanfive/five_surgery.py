@@ -435,10 +435,12 @@ def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
     return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
 
 
-def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda):
+def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, gae_lambda):
     """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
     which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
     and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
+    A hero `left_out` (P,) decided at the last step and waits after it: the steps before bootstrap from its value
+    there, and that decision gets no advantage (see `waits_at_end`).
     Returns (advantages, values with those of the waiting steps filled in)."""
     values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):
@@ -452,6 +454,8 @@ def gae(rewards, values, dones, active, next_value, next_done, gamma, gae_lambda
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
         lam = torch.where(active[t], gae_lambda, 1.0)
         advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+        if t == rewards.shape[0] - 1:
+            advantages[t] = lastgaelam = torch.where(left_out, 0.0, lastgaelam)
     return advantages, values
 
 
@@ -950,13 +954,22 @@ if __name__ == "__main__":
         with torch.no_grad():
             everyone = torch.ones(P, dtype=torch.bool, device=device)
             next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
-            advantages, values = gae(rewards, values, dones, active, next_value, next_done, args.gamma, args.gae_lambda)
+            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
+            # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
+            # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
+            waits_at_end = ~torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            left_out = active[-1] & waits_at_end
+            trained = torch.cat([active[:-1], (active[-1] & ~left_out)[None]])  # the decisions this update learns from
+            advantages, values = gae(
+                rewards, values, dones, active, next_value, next_done, left_out, args.gamma, args.gae_lambda
+            )
             returns = advantages + values
 
         # the rollout as BPTT sequences (bptt_len, num_chunks * P, ...), in the order the mini-batches unpack them;
-        # the policy learns from its own applied actions only (pg_w), the value where the network ran (active)
-        sequences = [to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones)]
-        sequences += [to_sequences(x, args.bptt_len) for x in (advantages, returns, values, acting * active, active)]
+        # the policy learns from its own applied actions only (pg_w), the value from every decision trained (v_w); the
+        # network runs where it ran in the rollout (active)
+        sequences = [to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, active)]
+        sequences += [to_sequences(x, args.bptt_len) for x in (advantages, returns, values, acting * trained, trained)]
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -968,12 +981,13 @@ if __name__ == "__main__":
             for start in range(0, args.num_sequences, args.minibatch_sequences):
                 mb_teams = seq_inds[start : start + args.minibatch_sequences]
                 mb = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams, for the cross-hero max-pool
-                mb_obs, mb_masks, mb_actions, mb_logprobs, mb_dones = (x[:, mb].flatten(0, 1) for x in sequences[:5])
-                mb_advantages, mb_returns, mb_values, pg_w, mb_active = (x[:, mb].flatten(0, 1) for x in sequences[5:])
+                mb_obs, mb_masks, mb_actions, mb_logprobs = (x[:, mb].flatten(0, 1) for x in sequences[:4])
+                mb_dones, mb_active = (x[:, mb].flatten(0, 1) for x in sequences[4:6])
+                mb_advantages, mb_returns, mb_values, pg_w, v_w = (x[:, mb].flatten(0, 1) for x in sequences[6:])
+                v_w = v_w.float()
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
                     mb_obs, (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)), mb_dones, mb_active, mb_masks, mb_actions
                 )
-                v_w = mb_active.float()
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
                 logratio = newlogprob - mb_logprobs
                 ratio = logratio.exp()
@@ -1052,7 +1066,7 @@ if __name__ == "__main__":
         if not finite:
             fault_stop(iteration, last_checkpoint)
 
-        y_pred, y_true = values[active], returns[active]
+        y_pred, y_true = values[trained], returns[trained]
         var_y = y_true.var()
         explained_var = np.nan if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
 

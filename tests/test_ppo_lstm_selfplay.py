@@ -444,11 +444,12 @@ def test_gae_with_waiting_steps_discounts_lambda_per_decision(script):
     active = rng.random((T, P)) < 0.6
     next_value, next_done = rng.normal(size=P), (rng.random(P) < 0.2).astype(float)
     tensors = [torch.as_tensor(a) for a in (rewards, values, dones, active, next_value[None], next_done)]
-    advantages, filled = script.gae(*tensors, gamma, lam)
+    nobody = torch.zeros(P, dtype=torch.bool)  # no hero left out
+    advantages, filled = script.gae(*tensors, nobody, gamma, lam)
     want = direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam)
     np.testing.assert_allclose(advantages.numpy()[active], want[active], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(filled.numpy()[active], values[active])  # the decisions keep their values
-    all_active = script.gae(*tensors[:3], torch.ones(T, P, dtype=torch.bool), *tensors[4:], gamma, lam)[0]
+    all_active = script.gae(*tensors[:3], torch.ones(T, P, dtype=torch.bool), *tensors[4:], nobody, gamma, lam)[0]
     everyone = np.ones((T, P), dtype=bool)
     want_plain = direct_semi_mdp_advantages(rewards, values, dones, everyone, next_value, next_done, gamma, lam)
     np.testing.assert_allclose(all_active.numpy(), want_plain, rtol=1e-6, atol=1e-6)  # plain GAE when all decide
@@ -491,3 +492,32 @@ def test_torchrun_lane_run_killed_and_resumed_ends_bit_identical(tmp_path):
     resumed = torchrun(killed, "--resume", str(path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]  # params_sha256=...
+
+
+def test_gae_leaves_out_the_last_decision_of_a_hero_that_waits_at_the_end(script):
+    """A hero that decided at the last step and waits at the rollout's end (a board game's side that just moved):
+    its earlier decisions get the semi-MDP advantages of a rollout cut after its last decision, bootstrapped from its
+    value there, and nothing depends on the value at its waiting state after the rollout (issue 40)."""
+    rng = np.random.default_rng(5)
+    T, P, gamma, lam = 24, 8, 0.9, 0.95
+    rewards, values = rng.normal(size=(T, P)), rng.normal(size=(T, P))
+    dones = (rng.random((T, P)) < 0.08).astype(float)
+    active = np.zeros((T, P), dtype=bool)
+    active[np.arange(T)[:, None] % 2 == np.arange(P) % 2] = True  # two sides taking turns, as on a board
+    active &= rng.random((T, P)) < 0.9  # and a few steps on which nobody acts (a game's last board)
+    next_done = (rng.random(P) < 0.2).astype(float)
+    left_out = torch.as_tensor(active[-1])  # every hero that moved last waits after the rollout
+    advantages, drawn = {}, rng.normal(size=P)
+    for name, scale in (("a", 1.0), ("b", 100.0)):  # the waiting heroes' values after the rollout change, not the rest
+        next_value = drawn * np.where(active[-1], scale, 1.0)
+        tensors = [torch.as_tensor(a) for a in (rewards, values, dones, active, next_value[None], next_done)]
+        advantages[name], filled = script.gae(*tensors, left_out, gamma, lam)
+    torch.testing.assert_close(advantages["a"], advantages["b"])
+    want = direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam)
+    cut = direct_semi_mdp_advantages(
+        rewards[:-1], values[:-1], dones[:-1], active[:-1], values[-1], dones[-1], gamma, lam
+    )
+    want[:-1, active[-1]] = cut[:, active[-1]]  # the heroes left out: the rollout ends at their last decision
+    want[-1, active[-1]] = 0.0  # whose advantage is not computed (weight 0 in the losses)
+    np.testing.assert_allclose(advantages["a"].numpy()[active], want[active], rtol=1e-6, atol=1e-6)
+    assert active[-1].any() and (~active[-1]).any()
