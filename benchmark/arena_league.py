@@ -36,36 +36,43 @@ PARSER.add_argument("--games", type=int, default=64, help="games per pair of par
 PARSER.add_argument("--record", default="runs/arena/games.jsonl", help="the arena's games record (its people)")
 
 
-def keep(checkpoint: Path, path: Path) -> None:
-    """The checkpoint's model in the --save-model format, with the step it was taken at."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    kept = {key: saved[key] for key in ("script", "args", "model", "global_step")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(kept, path)
+def next_model(cwd: Path, proc: subprocess.Popen, after: int) -> dict:
+    """The run's first checkpoint past step ``after`` (written atomically: always whole), in the --save-model format
+    with its step; waits for the run to write one."""
+    while True:
+        for path in cwd.glob("runs/*/checkpoint.pt"):
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+            if saved["global_step"] > after:
+                return {key: saved[key] for key in ("script", "args", "model", "global_step")}
+        pv.check(proc.poll() is None, f"the run in {cwd} stopped (exit code {proc.returncode}) before its checkpoint")
+        time.sleep(5)
 
 
 def train(args) -> list[str]:
-    """Run every seed for --minutes, keeping a model at each of --snapshots evenly spaced times."""
+    """Run every seed for --minutes, keeping its latest model at each of --snapshots evenly spaced times."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     runs = {seed: KEPT / f"seed{seed}" for seed in args.seeds}
-    procs = {}
-    for seed, cwd in runs.items():
-        shutil.rmtree(cwd, ignore_errors=True)
-        cwd.mkdir(parents=True)
-        cmd = [sys.executable, str(SCRIPT), "--env-id", ENV_ID, "--seed", str(seed), "--save-every", "10", "--quiet"]
-        procs[seed] = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL)
-    start, models = time.time(), []
-    for k in range(1, args.snapshots + 1):
-        time.sleep(max(0.0, start + args.minutes * 60 * k / args.snapshots - time.time()))
+    procs, steps, models = {}, dict.fromkeys(args.seeds, 0), []
+    try:
         for seed, cwd in runs.items():
-            found = sorted(cwd.glob("runs/*/checkpoint.pt"))
-            pv.check(bool(found), f"seed {seed} wrote no checkpoint in {k}/{args.snapshots} of the time; give more")
-            models.append(str(KEPT / "models" / f"seed{seed}" / f"step{k}.cleanfive_model"))
-            keep(found[0], Path(models[-1]))
-            print(f"kept {models[-1]}", flush=True)
-    for proc in procs.values():
-        proc.terminate()
-        proc.wait()
+            shutil.rmtree(cwd, ignore_errors=True)
+            cwd.mkdir(parents=True)
+            cmd = [sys.executable, str(SCRIPT), "--env-id", ENV_ID, "--seed", str(seed), "--save-every", "10"]
+            procs[seed] = subprocess.Popen([*cmd, "--quiet"], cwd=cwd, env=env, stdout=subprocess.DEVNULL)
+        start = time.time()
+        for k in range(1, args.snapshots + 1):
+            time.sleep(max(0.0, start + args.minutes * 60 * k / args.snapshots - time.time()))
+            for seed, cwd in runs.items():
+                saved = next_model(cwd, procs[seed], steps[seed])
+                steps[seed] = saved["global_step"]
+                models.append(str(KEPT / "models" / f"seed{seed}" / f"step{k}.cleanfive_model"))
+                Path(models[-1]).parent.mkdir(parents=True, exist_ok=True)
+                torch.save(saved, models[-1])
+                print(f"kept {models[-1]} (step {steps[seed]})", flush=True)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait()
     return models
 
 

@@ -251,10 +251,10 @@ class Session:
         if g["mode"] == "play":
             actions[0, g["side"], 0] = action
             g["moves"].append(int(action))
-        enemy = g["enemy"]
-        bot = isinstance(enemy, str)
-        other = self.env.bot_actions(enemy, obs, info, 1 - side, self.rng) if bot else None
-        actions[0, 1 - g["side"]] = (other if bot else enemy.act(obs, info, 1 - side, g["greedy"])[0])[0]
+        if isinstance(g["enemy"], str):  # a scripted bot
+            actions[0, 1 - g["side"]] = self.env.bot_actions(g["enemy"], obs, info, 1 - side, self.rng)[0]
+        else:
+            actions[0, 1 - g["side"]] = g["enemy"].act(obs, info, 1 - side, g["greedy"])[0][0]
         g["probs"], g["value"] = [round(float(p), 3) for p in probs[0, 0]], float(value[0, 0])  # the first hero's
         g["state"] = self.lane_state()  # the frame this step was decided on (a finished game restarts at once)
         g["obs"], _, _, g["info"] = self.env.step(actions)

@@ -164,32 +164,35 @@ def test_league_table(models, tmp_path):
     assert md.count("\n") == len(rows) + 2 and "| c4_seed2 | model |" in md
 
 
-def run_arena(*flags, cwd):
-    return subprocess.run([*ARENA, *flags], cwd=cwd, capture_output=True, text=True, timeout=120)
+def one_line_exit_2(call, capsys) -> str:
+    with pytest.raises(SystemExit) as stop:
+        call()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    return err
 
 
-def test_bad_input_one_line_exit_2(models, tmp_path):
+def test_bad_model_one_line_exit_2(tmp_path, capsys):
+    assert "No such file" in one_line_exit_2(lambda: load_model(str(tmp_path / "nothing.cleanfive_model")), capsys)
     other = tmp_path / "other.pt"
     torch.save({"script": "five_surgery.py", "args": {}, "model": {}}, other)
-    busy = socket.socket()
-    busy.bind(("127.0.0.1", 0))
-    busy.listen()
-    cases = {
-        "missing": (["nothing/here.cleanfive_model"], "No such file"),
-        "other script": ([str(other)], "written by five_surgery.py"),
-        "port in use": ([models["ttt"], "--port", str(busy.getsockname()[1])], "is in use"),
-    }
-    for case, (flags, words) in cases.items():
-        result = run_arena(*flags, cwd=tmp_path)
-        assert result.returncode == 2, (case, result.stderr)
-        assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr, case
-    busy.close()
+    assert "written by five_surgery.py" in one_line_exit_2(lambda: load_model(str(other)), capsys)
+    torch.save({"script": "ppo_lstm_selfplay.py", "args": {"env_id": "Pong-v5", "num_heroes": 1}, "model": {}}, other)
+    assert "Pong-v5" in one_line_exit_2(lambda: load_model(str(other)), capsys)  # a world the script does not know
+
+
+def test_port_in_use_one_line_exit_2(models, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        flags = [models["ttt"], "--port", str(busy.getsockname()[1])]
+        result = subprocess.run([*ARENA, *flags], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is in use" in result.stderr
 
 
 def test_league_of_two_worlds_one_line_exit_2(models, tmp_path, capsys):
-    with pytest.raises(SystemExit) as stop:
-        league(Args(league=(models["c4"], models["ttt"]), out=str(tmp_path / "league")))
-    assert stop.value.code == 2 and "different worlds" in capsys.readouterr().err
+    two = Args(league=(models["c4"], models["ttt"]), out=str(tmp_path / "league"))
+    assert "different worlds" in one_line_exit_2(lambda: league(two), capsys)
 
 
 def test_server_survives_bad_and_dropped_requests(models, tmp_path):
