@@ -86,7 +86,8 @@ def main() -> None:
         cmd = [sys.executable, str(ARENA), "--league", *models, "--games", str(args.games), "--out", str(out)]
         subprocess.run([*cmd, "--record", args.record], check=True, cwd=pv.ROOT)
         code = pv.code_version(SCRIPT, ARENA, "cleanfive/envs/board.py", "cleanfive/trueskill_league.py")
-        Path(f"{out}.provenance.json").write_text(json.dumps({"code": code, "machine": pv.machine()}) + "\n")
+        made = {"code": code, "machine": pv.machine(), "command": pv.command(PARSER, args)}
+        Path(f"{out}.provenance.json").write_text(json.dumps(made) + "\n")
     pv.check(Path(f"{out}.json").exists(), f"no kept table {out}.json; run without --from-results")
     league, made = json.loads(Path(f"{out}.json").read_text()), json.loads(Path(f"{out}.provenance.json").read_text())
     source = (
@@ -97,6 +98,7 @@ def main() -> None:
         "them (OpenAI Five's Appendix J settings), `random` pinned at 0. A model is `seed<S>@<step>`."
     )
     lines = [*pv.header(PARSER, args, None, source, note), Path(f"{out}.md").read_text().rstrip()]
+    lines[2] = f"Command: `{made['command']}`{note}"  # the command that played the kept games
     print("\n".join(lines))
     if not args.no_docs:
         pv.write_block(DOC, "league", "\n".join(lines))
