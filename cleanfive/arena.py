@@ -1,0 +1,427 @@
+# docs: docs/arena.md (play a saved model in the browser; --league rates saved models on one TrueSkill ladder)
+import datetime
+import errno
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import torch
+import tyro
+
+from cleanfive.envs import moba
+from cleanfive.envs.teams import make_team_env
+from cleanfive.ppo_lstm_selfplay import Agent
+from cleanfive.trueskill_league import fit_reference_ratings
+
+SCRIPT = "ppo_lstm_selfplay.py"  # the script whose models the arena loads (and whose `Agent` it imports)
+PAGE = Path(__file__).with_name("arena.html")
+
+
+@dataclass
+class Args:
+    # a model saved by ppo_lstm_selfplay.py --save-model, or its --save-every checkpoint.pt: served on a web page
+    model: tyro.conf.Positional[str | None] = None
+    host: str = "127.0.0.1"  # the address the page is served on (the default: this machine only)
+    port: int = 0  # the port (0: a free one, printed)
+    player: str = "person"  # your name in the games record and on the ladder
+    record: str = "runs/arena/games.jsonl"  # every finished game is appended here, one JSON line each
+    league: tuple[str, ...] = ()  # rate these saved models, the world's references and the record's people; exit
+    games: int = 20  # games per pair of parties in --league, and per reference for the page's ladder
+    out: str = "runs/arena/league"  # --league writes {out}.md and {out}.json
+    seed: int = 0  # seed of the worlds, the bots and the agent's sampling
+
+
+def usage_error(message: str) -> None:
+    """One clear line and exit code 2 for a user error: no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+@dataclass
+class Model:
+    label: str  # its name in the record and on the ladder: the run's folder, and the step of a checkpoint
+    env_id: str
+    num_heroes: int
+    agent: Agent
+
+
+def load_model(path: str) -> Model:
+    """A model of ppo_lstm_selfplay.py (--save-model file or checkpoint), or one line and exit code 2."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        script = saved.get("script") if isinstance(saved, dict) else type(saved).__name__
+        if script != SCRIPT:
+            raise ValueError(f"it was written by {script}, not {SCRIPT}")
+        env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
+        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"])
+        agent.load_state_dict(saved["model"])
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        usage_error(f"cannot load {path} ({reason}); pass a model of {SCRIPT} --save-model (or its checkpoint.pt)")
+    step = f"@{saved['global_step']}" if "global_step" in saved else ""  # a checkpoint: the step it was taken at
+    return Model(f"{Path(path).resolve().parent.name}{step}", env.env_id, env.num_heroes, agent.eval())
+
+
+class Policy:
+    """A model driving the N heroes of one side in B games, with its LSTM state (one game each: no resets)."""
+
+    def __init__(self, model: Model, games: int):
+        self.agent, self.shape = model.agent, (games, model.num_heroes)
+        self.state = tuple(torch.zeros(1, games * model.num_heroes, model.agent.lstm.hidden_size) for _ in range(2))
+
+    @torch.inference_mode()
+    def act(self, obs, info, side, greedy=False):
+        """Actions (B, N) of side ``side[b]``, their probabilities (B, N, A) and value estimates (B, N); only the
+        games in which the side acts advance the state (a board game's waiting side does not decide)."""
+        rows = np.arange(self.shape[0])
+        x = torch.as_tensor(obs[rows, side]).flatten(0, 1)
+        mask = torch.as_tensor(info["action_mask"][rows, side]).flatten(0, 1)
+        active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), self.shape[1]))
+        hidden, self.state = self.agent.get_states(x, self.state, torch.zeros(len(x)), active)
+        probs = torch.softmax(self.agent.actor(hidden).masked_fill(~mask, -1e8), -1)
+        action = probs.argmax(-1) if greedy else torch.multinomial(probs, 1)[:, 0]
+        value = self.agent.critic(hidden)
+        return action.reshape(self.shape).numpy(), probs.reshape(*self.shape, -1).numpy(), value.reshape(self.shape)
+
+
+def name(party) -> str:
+    return party.label if isinstance(party, Model) else party
+
+
+def play_match(env_id: str, num_heroes: int, a, b, games: int, seed: int) -> np.ndarray:
+    """``games`` games of ``a`` against ``b`` (each a Model or a bot's name), ``a`` on side ``g % 2`` of game g.
+    Returns a's score per game: 1 win, 0.5 draw, 0 loss."""
+    env, rng = make_team_env(env_id, games, seed, num_heroes), np.random.default_rng(seed)
+    rows, side_a = np.arange(games), np.arange(games) % 2
+    players = [(Policy(p, games) if isinstance(p, Model) else p, s) for p, s in ((a, side_a), (b, 1 - side_a))]
+    obs, info = env.reset()
+    scores = np.full(games, np.nan)
+    while np.isnan(scores).any():
+        actions = np.zeros((games, 2, num_heroes), dtype=np.int64)
+        for player, side in players:
+            bot = isinstance(player, str)
+            act = env.bot_actions(player, obs, info, side, rng) if bot else player.act(obs, info, side)[0]
+            actions[rows, side] = act
+        obs, _, _, info = env.step(actions)
+        ended = info["game_over"] & np.isnan(scores)  # the first game of each world counts
+        scores[ended] = (info["outcome"][ended, side_a[ended]] + 1) / 2
+    return scores
+
+
+def read_record(path: str) -> list[dict]:
+    """The games of the record; a line cut short by a crash while it was written is skipped."""
+    games = []
+    for line in Path(path).read_text().splitlines() if os.path.exists(path) else []:
+        try:
+            games.append(json.loads(line))
+        except ValueError:
+            continue
+    return games
+
+
+def append_record(path: str, game: dict) -> None:
+    """Append one game as a JSON line, on disk before this returns; the record is never rewritten."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a+b") as f:
+        cut = f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"  # a cut line
+        f.write(b"\n" * cut + json.dumps(game).encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def record_results(games: list[dict], env_id: str, known: set[str]) -> list[tuple[str, str, float]]:
+    """(a, b, a's score) of the record's games in ``env_id`` whose parties are ``known`` or people."""
+    results = []
+    for g in games:
+        if g.get("env_id") == env_id and all(p in known or p in g.get("people", []) for p in g["players"]):
+            results.append((g["players"][0], g["players"][1], (g["outcome"][0] + 1) / 2))
+    return results
+
+
+def ladder_results(parties: list, env_id: str, num_heroes: int, games: int, seed: int) -> list:
+    """Results of ``games`` games between every pair of parties (models and bots)."""
+    results = []
+    for i, a in enumerate(parties):
+        for j, b in enumerate(parties[i + 1 :], i + 1):
+            scores = play_match(env_id, num_heroes, a, b, games, seed + 1000 * i + j)
+            results += [(name(a), name(b), float(s)) for s in scores]
+    return results
+
+
+def fit_ladder(results: list, references: tuple[str, ...]) -> dict:
+    """One TrueSkill ladder over all results, anchored at `random` = 0 (OpenAI Five, Appendix J)."""
+    return fit_reference_ratings(results, anchor="random" if "random" in references else references[0])
+
+
+class Session:
+    """One game in the browser, advanced one request at a time: a board game (the person against the agent) or the
+    lane world (the person with the agent's heroes, or the agent watched, against the agent or a scripted bot)."""
+
+    def __init__(self, model: Model, args: Args):
+        self.model, self.args, self.lock = model, args, threading.Lock()
+        self.env = make_team_env(model.env_id, 1, args.seed, model.num_heroes)
+        self.board = hasattr(self.env, "board_shape")
+        self.references = tuple(self.env.bot_names)
+        self.rng = np.random.default_rng(args.seed)
+        self.base, self.rating, self.ladder = None, None, None  # games among references and model; the ratings
+        self.game = None
+
+    def rate_in_background(self) -> None:
+        """Play the model and the references against each other once, then rate the person from the record."""
+
+        def work():
+            m = self.model
+            base = ladder_results([*self.references, m], m.env_id, m.num_heroes, self.args.games, self.args.seed)
+            with self.lock:
+                self.base = base
+                self.rerate()
+
+        threading.Thread(target=work, daemon=True).start()
+
+    def rerate(self) -> None:
+        if self.base is not None:
+            known = {*self.references, self.model.label}
+            people = record_results(read_record(self.args.record), self.model.env_id, known)
+            ratings = fit_ladder(self.base + people, self.references)
+            mine = ratings.get(self.args.player)
+            self.rating = {"mu": float(mine.mu), "sigma": float(mine.sigma)} if mine else None
+            self.ladder = {k: round(float(r.mu), 1) for k, r in ratings.items() if k in known}
+
+    def new(self, mode: str = "play", side: int = 0, opponent: str = "agent", greedy: bool = False) -> dict:
+        """Start a game. Board games: ``side`` 0 moves first, 1 second. Lane world: ``side`` 0 or 1 of the map."""
+        if mode not in ("play", "watch") or opponent not in ("agent", *self.references) or side not in (0, 1):
+            raise ValueError(f"bad game: mode {mode!r}, side {side!r}, opponent {opponent!r}")
+        obs, info = self.env.reset()
+        person = int(info["first_side"][0] ^ side) if self.board else side  # board: the side that moves first, or not
+        team = Policy(self.model, 1)
+        enemy = Policy(self.model, 1) if opponent == "agent" else opponent
+        mode = "play" if self.board else mode
+        self.game = dict(mode=mode, side=person, opponent=opponent, team=team, enemy=enemy, greedy=bool(greedy))
+        self.game |= dict(obs=obs, info=info, moves=[], result=None, note="", t=0)
+        if self.board and not info["acting"][0, person, 0]:
+            self.agent_move()
+        return self.state()
+
+    def agent_move(self) -> None:
+        g = self.game
+        action, probs, value = g["team"].act(g["obs"], g["info"], np.array([1 - g["side"]]), g["greedy"])
+        g["probs"], g["value"] = [round(float(p), 3) for p in probs[0, 0]], float(value[0, 0])
+        g["agent_action"] = int(action[0, 0])
+        self.advance(1 - g["side"], int(action[0, 0]))
+
+    def advance(self, side: int, action: int) -> None:
+        """One step of the board game: ``side`` plays ``action``."""
+        g = self.game
+        actions = np.zeros((1, 2, 1), dtype=np.int64)
+        actions[0, side, 0] = action
+        g["obs"], _, _, g["info"] = self.env.step(actions)
+        g["moves"].append(action)
+        if g["info"]["game_over"][0]:
+            self.finish(g["info"]["outcome"][0])
+
+    def move(self, action: int) -> dict:
+        """The person's move in a board game, then the agent's answer; an illegal one is ignored with a note."""
+        g = self.game
+        if g is None or g["result"] or not self.board:
+            raise ValueError("no board game in progress: start one")
+        legal = g["info"]["action_mask"][0, g["side"], 0]
+        if not g["info"]["acting"][0, g["side"], 0] or not 0 <= action < len(legal) or not legal[action]:
+            g["note"] = f"move {action} is not legal here: ignored"
+            return self.state()
+        g["note"] = ""
+        self.advance(g["side"], action)
+        if not g["result"]:
+            self.agent_move()
+        return self.state()
+
+    def tick(self, action: int = 0) -> dict:
+        """One step of the lane world; in "play" the person's hero (hero 0 of its side) takes ``action``."""
+        g = self.game
+        if g is None or g["result"] or self.board:
+            raise ValueError("no lane game in progress: start one")
+        side, obs, info = np.array([g["side"]]), g["obs"], g["info"]
+        actions = np.zeros((1, 2, self.model.num_heroes), dtype=np.int64)
+        team, probs, value = g["team"].act(obs, info, side, g["greedy"])  # the agent's heroes of the person's side
+        actions[0, g["side"]] = team[0]
+        if g["mode"] == "play":
+            actions[0, g["side"], 0] = action
+            g["moves"].append(int(action))
+        if isinstance(g["enemy"], str):  # a scripted bot
+            actions[0, 1 - g["side"]] = self.env.bot_actions(g["enemy"], obs, info, 1 - side, self.rng)[0]
+        else:
+            actions[0, 1 - g["side"]] = g["enemy"].act(obs, info, 1 - side, g["greedy"])[0][0]
+        g["probs"], g["value"] = [round(float(p), 3) for p in probs[0, 0]], float(value[0, 0])  # the first hero's
+        g["state"] = self.lane_state()  # the frame this step was decided on (a finished game restarts at once)
+        g["obs"], _, _, g["info"] = self.env.step(actions)
+        g["t"] += 1
+        if g["info"]["game_over"][0]:
+            self.finish(g["info"]["outcome"][0])
+        return self.state()
+
+    def finish(self, outcome: np.ndarray) -> None:
+        """Append the finished game to the record and rate the person again."""
+        g, person = self.game, self.args.player
+        sides = [g["side"], 1 - g["side"]]
+        first = person if g["mode"] == "play" else self.model.label
+        players = [first, self.model.label if g["opponent"] == "agent" else g["opponent"]]
+        game = dict(time=datetime.datetime.now().isoformat(timespec="seconds"), env_id=self.model.env_id)
+        game |= dict(players=players, people=[person] if g["mode"] == "play" else [], sides=sides)
+        game |= dict(outcome=[float(outcome[s]) for s in sides], moves=g["moves"], model=self.model.label)
+        game |= dict(mode=g["mode"], greedy=g["greedy"], length=len(g["moves"]) if self.board else g["t"])
+        append_record(self.args.record, game)
+        o = game["outcome"][0]
+        g["result"] = f"{players[0]} {'won' if o > 0 else 'lost' if o < 0 else 'drew'} against {players[1]}"
+        self.rerate()
+
+    def lane_state(self) -> dict:
+        """The units of the one lane game in the frame of the person's side (its base bottom-left, as its actions
+        move), with what that side sees (fog of war; buildings are always shown, as in render())."""
+        e, g = self.env, self.game
+        me, n = g["side"], e.num_heroes
+        x, y = (e.x[0], e.y[0]) if me == 0 else (moba.MAP_SIZE - e.y[0], moba.MAP_SIZE - e.x[0])
+        alive = e.alive[0]
+        d2 = (x[me][alive[me]][:, None] - x[1 - me][None]) ** 2 + (y[me][alive[me]][:, None] - y[1 - me][None]) ** 2
+        seen = (d2 <= e.vision2[alive[me]][:, None]).any(0)
+        units = []
+        for s in (0, 1):
+            for j in np.flatnonzero(alive[s] | (e.kind == moba.BUILDING)):
+                shown = s == me or seen[j] or e.kind[j] == moba.BUILDING or g["mode"] == "watch"
+                hp = round(float(e.hp[0, s, j] / e.max_hp[0, s, j]), 3) * bool(alive[s, j])
+                if shown:  # [side, kind, x, y, HP fraction, slot]
+                    units.append([s, int(e.kind[j]), round(float(x[s, j]), 2), round(float(y[s, j]), 2), hp, int(j)])
+        vision = [[float(x[me, j]), float(y[me, j]), float(np.sqrt(e.vision2[j]))] for j in np.flatnonzero(alive[me])]
+        hero = dict(level=int(e.level[0, me, 0]), gold=round(float(e.gold[0, me, 0])), heroes=n)
+        hero |= dict(hp=round(float(e.hp[0, me, 0])), max_hp=round(float(e.max_hp[0, me, 0])))
+        hero |= dict(respawn=int(e.respawn[0, me, 0]))
+        lanes = moba.LANES if me == 0 else moba.MAP_SIZE - moba.LANES[..., ::-1]
+        fountains = moba.FOUNTAIN if me == 0 else moba.MAP_SIZE - moba.FOUNTAIN[:, ::-1]
+        mask = self.game["info"]["action_mask"][0, me, 0].tolist()
+        return dict(
+            units=units, vision=vision, hero=hero, lanes=lanes.tolist(), fountains=fountains.tolist(), mask=mask
+        )
+
+    def state(self) -> dict:
+        """What the page draws."""
+        g = self.game
+        out = dict(env_id=self.model.env_id, model=self.model.label, player=self.args.player, rating=self.rating)
+        out |= dict(references=self.references, board_game=self.board, ladder=self.ladder)
+        if self.board:
+            out["actions"] = self.env.num_actions
+        else:
+            out["action_names"] = moba.action_names(self.env.version)
+        if g is None:
+            return out
+        keys = ("mode", "side", "opponent", "greedy", "moves", "result", "note", "probs", "value", "agent_action")
+        out |= {k: g.get(k) for k in keys}
+        if self.board:
+            info = g["info"]
+            out |= dict(board=info["board"][0].tolist(), to_move=int(info["acting"][0, :, 0].argmax()))
+            out |= dict(legal=info["action_mask"][0, g["side"], 0].tolist(), over=bool(g["result"]))
+        else:
+            out |= dict(lane=g["state"] if g["result"] else self.lane_state(), t=g["t"], over=bool(g["result"]))
+        return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    session: Session  # set on a subclass per server
+
+    def log_message(self, *args) -> None:  # quiet: one line per request would drown the address line
+        pass
+
+    def send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the tab was closed or the connection dropped: the server and the record go on
+            pass
+
+    def do_GET(self) -> None:
+        if self.path == "/":
+            self.send(200, PAGE.read_bytes(), "text/html; charset=utf-8")
+        elif self.path == "/api/state":
+            with self.session.lock:
+                self.send(200, json.dumps(self.session.state()).encode())
+        else:
+            self.send(404, b'{"error": "not found"}')
+
+    def do_POST(self) -> None:
+        calls = {"/api/new": "new", "/api/move": "move", "/api/tick": "tick"}
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            with self.session.lock:
+                state = getattr(self.session, calls[self.path])(**body)
+            self.send(200, json.dumps(state).encode())
+        except (KeyError, TypeError, ValueError) as exc:  # a bad request: answered, the game goes on
+            self.send(400, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+
+
+def serve(session: Session, host: str, port: int) -> ThreadingHTTPServer:
+    """The page's server on (host, port) (0: a free port), or one line and exit code 2 if the port is taken."""
+    try:
+        server = ThreadingHTTPServer((host, port), type("ArenaHandler", (Handler,), {"session": session}))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            usage_error(f"port {port} on {host} is in use; pass another --port (0: a free one)")
+        usage_error(f"cannot serve on {host}:{port} ({exc}); check --host and --port")
+    server.daemon_threads = True
+    return server
+
+
+def league(args: Args) -> dict:
+    """Every model against every other and against the world's references, and the record's people: one ladder."""
+    models = [load_model(path) for path in args.league]
+    worlds = {(m.env_id, m.num_heroes) for m in models}
+    if len(worlds) > 1:
+        usage_error(f"--league: the models are of different worlds {sorted(worlds)}; rate one world at a time")
+    labels = [m.label for m in models]
+    if len(set(labels)) < len(labels):
+        usage_error(f"--league: two models have the same name {labels}; pass each run's model once")
+    env_id, num_heroes = models[0].env_id, models[0].num_heroes
+    references = tuple(make_team_env(env_id, 1, 0, num_heroes).bot_names)
+    results = ladder_results([*references, *models], env_id, num_heroes, args.games, args.seed)
+    results += record_results(read_record(args.record), env_id, {*references, *labels})
+    ratings = fit_ladder(results, references)
+    played = {k: sum(k in (a, b) for a, b, _ in results) for k in ratings}
+    kind = {k: "reference" if k in references else "model" if k in labels else "person" for k in ratings}
+    ranked = sorted(ratings.items(), key=lambda item: -item[1].mu)
+    rows = [dict(name=k, kind=kind[k], mu=round(r.mu, 2), sigma=round(r.sigma, 2), games=played[k]) for k, r in ranked]
+    table = ["| rank | name | kind | TrueSkill mu | sigma | games |", "|---:|---|---|---:|---:|---:|"]
+    row = "| {} | {name} | {kind} | {mu:.1f} | {sigma:.1f} | {games} |"
+    table += [row.format(i, **r) for i, r in enumerate(rows, 1)]
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    Path(f"{args.out}.md").write_text("\n".join(table) + "\n")
+    league = dict(env_id=env_id, num_heroes=num_heroes, games_per_pair=args.games, seed=args.seed, ratings=rows)
+    Path(f"{args.out}.json").write_text(json.dumps(league, indent=1) + "\n")
+    print("\n".join(table))
+    print(f"saved {args.out}.md and {args.out}.json")
+    return league
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    torch.set_num_threads(1)  # small networks, one game at a time: one thread answers fastest and shares the machine
+    torch.manual_seed(args.seed)
+    if args.games < 1:
+        usage_error(f"--games {args.games} must be >= 1")
+    if args.league:
+        league(args)
+        sys.exit(0)
+    if args.model is None:
+        usage_error("pass a model (runs/.../ppo_lstm_selfplay.cleanfive_model) to play, or --league MODEL...")
+    session = Session(load_model(args.model), args)
+    server = serve(session, args.host, args.port)
+    session.rate_in_background()
+    address = f"http://{args.host}:{server.server_port}/"
+    print(f"arena: {session.model.label} ({session.model.env_id}) on {address}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
