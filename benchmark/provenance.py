@@ -142,22 +142,37 @@ def check(ok: bool, message: str) -> None:
         usage_error(message)
 
 
-def markers(doc: Path, block: str) -> tuple[str, str]:
-    """The markers of ``block`` in ``doc`` (either style); stop now, not after hours of training, if it lacks them."""
-    text = doc.read_text() if doc.exists() else ""
+def _marker_pairs(block: str) -> list[tuple[str, str]]:
+    """The markers of ``block``, in either style."""
     styles = [(f"BENCHMARK:{block} BEGIN", f"BENCHMARK:{block} END"), (f"BENCHMARK:{block}", f"/BENCHMARK:{block}")]
-    for begin, end in ([f"<!-- {marker} -->" for marker in style] for style in styles):
-        if begin in text and end in text:
-            return begin, end
+    return [(f"<!-- {begin} -->", f"<!-- {end} -->") for begin, end in styles]
+
+
+def block_page(doc: Path, block: str) -> Path:
+    """The page that holds ``block``: ``doc`` if it has the block's markers, else the first page of docs/ (the research
+    log, say) that has them, as blocks move between pages while their benchmark names the page it first wrote; stop
+    now, not after hours of training, if no page has them."""
+    pages = [doc, *(page for page in sorted((ROOT / "docs").glob("*.md")) if page.resolve() != doc.resolve())]
+    for page in pages:
+        text = page.read_text() if page.exists() else ""
+        if any(begin in text and end in text for begin, end in _marker_pairs(block)):
+            return page
     usage_error(f"{doc} has no <!-- BENCHMARK:{block} BEGIN --> and <!-- BENCHMARK:{block} END --> markers; add them")
 
 
+def markers(doc: Path, block: str) -> tuple[str, str]:
+    """The markers of ``block`` on its page (:func:`block_page`), either style."""
+    text = block_page(doc, block).read_text()
+    return next((begin, end) for begin, end in _marker_pairs(block) if begin in text and end in text)
+
+
 def write_block(doc: Path, block: str, text: str) -> None:
-    """Replace what lies between the markers of ``block`` in ``doc`` by ``text``."""
-    (begin, end), content = markers(doc, block), doc.read_text()
+    """Replace what lies between the markers of ``block`` on its page (``doc`` or the page it moved to) by ``text``."""
+    page = block_page(doc, block)
+    (begin, end), content = markers(page, block), page.read_text()
     before, after = content[: content.index(begin)], content[content.index(end) + len(end) :]
-    doc.write_text(f"{before}{begin}\n{text}\n{end}{after}")
-    print(f"wrote {doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc}")
+    page.write_text(f"{before}{begin}\n{text}\n{end}{after}")
+    print(f"wrote {page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -25,8 +25,14 @@ guidance, and impala-wide: cleanba_impala.py with 64 environments over 4 actor t
 (Breakout-v5, random actions, asynchronous, as many threads as cores); it goes into docs/speed.md's GPU block and
 benchmark/results/speed_gpu/. Where the tree has no .git (a copied tree), $CLEANFIVE_COMMIT names its commit.
 
+Before each run it waits (at most ``--max-wait`` seconds, saying so) until the 1-minute load average is below 0.5,
+and the table gives that load at each run's start: a ratio taken on a busy machine does not repeat. ``--no-wait``
+starts each run at once (a GPU machine, a screen).
+
     uv run --all-extras python benchmark/speed.py --rounds 2
-    python benchmark/speed.py --gpu --cases c4 impala impala-wide lane --rounds 1
+    uv run --all-extras python benchmark/speed.py --cases cleanrl microrts --peers DIR --block speed-peers \\
+        --results benchmark/results/speed_peers
+    python benchmark/speed.py --gpu --no-wait --cases c4 impala impala-wide lane --rounds 1
 """
 
 import functools
@@ -65,6 +71,7 @@ PEERS = {  # case: the peer, its script under --peers (its venv: .venv in the sc
     "microrts": ("MicroRTS-Py", "MicroRTS-Py/experiments/ppo_gridnet.py", ["--max-eval-workers", "0", *PEER_GRIDNET]),
 }
 LEAGUE = "gym-microrts-static-files"
+IDLE_LOAD = 0.5  # the 1-minute load average below which a run starts
 PARSER = pv.parser(__file__, __doc__, extra=False, results="speed")
 GPU_CASES = ["c4", "lane", "gridnet", "impala", "guidance", "impala-wide"]  # --gpu: one script of this tree
 PARSER.add_argument("--cases", nargs="+", choices=list(CASES), help="cases to run (default: all but impala-wide)")
@@ -74,6 +81,8 @@ PARSER.add_argument("--baseline", default="0736919", help="the earlier commit th
 PARSER.add_argument("--baseline-dir", type=Path, help="a checkout of --baseline (default: a git worktree in /tmp)")
 PARSER.add_argument("--peers", type=Path, help="the folder of the peers' checkouts and venvs (see above)")
 PARSER.add_argument("--gpu", action="store_true", help="each script on the CPU (A) against the GPU (B), see above")
+PARSER.add_argument("--max-wait", type=float, default=900, help="longest wait for an idle machine before a run (s)")
+PARSER.add_argument("--no-wait", action="store_true", help="start each run at once, busy machine or not (GPU, screen)")
 PARSER.add_argument("--block", help="docs block to write (default: speed, or speed-gpu with --gpu): another machine's")
 
 
@@ -146,9 +155,27 @@ def sps_events(runs: Path, tag: str) -> list:
     return sorted(events.Scalars(tag), key=lambda event: event.step)
 
 
-def measure(s: dict) -> dict:
-    """Run one command in an empty folder: its steady steps/s, seconds to the first update, wall seconds, the speed
-    it reported last itself, and the load after it."""
+def wait_idle(max_wait: float) -> float:
+    """Wait until the 1-minute load average is below IDLE_LOAD, at most ``max_wait`` seconds, saying so; the load
+    then."""
+    start, load = time.time(), os.getloadavg()[0]
+    if load < IDLE_LOAD:
+        return load
+    print(
+        f"  waiting for the 1-minute load ({load:.2f}) to fall below {IDLE_LOAD} (at most {max_wait:.0f} s)", flush=True
+    )
+    while (load := os.getloadavg()[0]) >= IDLE_LOAD and time.time() - start < max_wait:
+        time.sleep(5)
+    verdict = "starting anyway (the table shows it)" if load >= IDLE_LOAD else "starting"
+    print(f"  1-minute load {load:.2f} after {time.time() - start:.0f} s: {verdict}", flush=True)
+    return load
+
+
+def measure(s: dict, wait: float | None) -> dict:
+    """Run one command in an empty folder, after waiting up to ``wait`` seconds for an idle machine (None: no wait):
+    the 1-minute load at its start, its steady steps/s, seconds to the first update, wall seconds, the speed it
+    reported last itself, and the load after it."""
+    load_start = os.getloadavg()[0] if wait is None else wait_idle(wait)
     with tempfile.TemporaryDirectory(prefix="speed-") as tmp:
         if s["link"]:
             Path(tmp, s["link"].name).symlink_to(s["link"])
@@ -164,7 +191,8 @@ def measure(s: dict) -> dict:
         raise RuntimeError(f"{len(events)} {s['tag']} events: a run needs 3 updates or more (--updates)")
     first, last = events[0], events[-2]
     sps = (last.step - first.step) / (last.wall_time - first.wall_time)
-    result = {"sps": sps, "first_update": first.wall_time - start, "wall": wall, "own_sps": events[-1].value}
+    result = {"load_start": load_start, "sps": sps, "first_update": first.wall_time - start, "wall": wall}
+    result |= {"own_sps": events[-1].value}
     return result | {"load": os.getloadavg()[0]}
 
 
@@ -188,11 +216,16 @@ def run_case(case: str, args, base: Path | None) -> dict | str:
     for round_ in range(args.rounds):
         for s, kept in zip(commands, runs, strict=True):
             try:
-                kept.append(measure(s))
+                kept.append(measure(s, None if args.no_wait else args.max_wait))
             except RuntimeError as failed:
                 print(f"{case}: FAILED: {shlex.join(s['argv'])}: {failed}", flush=True)
                 return f"failed: {failed}"
-            print(f"  {case} round {round_ + 1} {s['label']}: {kept[-1]['sps']:.0f} steps/s", flush=True)
+            done = kept[-1]
+            print(
+                f"  {case} round {round_ + 1} {s['label']}: {done['sps']:.0f} steps/s, 1-minute load at its start"
+                f" {done['load_start']:.2f}",
+                flush=True,
+            )
     result = {"case": case, "updates": args.updates or updates, "rounds": args.rounds, "sides": []}
     for s, r in zip(commands, runs, strict=True):
         result["sides"].append({"label": s["label"], "command": shown(s["argv"], base, args.peers), "runs": r})
@@ -204,12 +237,18 @@ def run_case(case: str, args, base: Path | None) -> dict | str:
 
 
 def row(kept: dict) -> str:
-    """One table row: each run's steps/s of A and of B, the ratio of their medians, first update and wall time."""
+    """One table row: each run's steps/s of A and of B, the ratio of their medians, first update and wall time, and
+    the 1-minute load at each run's start ("—" in runs kept before it was recorded)."""
     a, b = ([run["sps"] for run in s["runs"]] for s in kept["sides"])
     cells = [kept["case"], *(s["label"] for s in kept["sides"]), *(", ".join(f"{v:.0f}" for v in x) for x in (a, b))]
     cells.append(f"{statistics.median(b) / statistics.median(a):.2f}")
     for key in ("first_update", "wall"):
         cells.append("; ".join(", ".join(f"{run[key]:.0f}" for run in s["runs"]) for s in kept["sides"]))
+    load = (
+        ", ".join(f"{run['load_start']:.2f}" if "load_start" in run else "—" for run in s["runs"])
+        for s in kept["sides"]
+    )
+    cells.append("; ".join(load))
     return "| " + " | ".join(cells) + " |"
 
 
@@ -273,12 +312,14 @@ def main() -> None:
         source += f", {(time.time() - started) / 60:.0f} min in all."
     note = (
         ". Steps/s: each run's steady speed between its first and last-but-one update (from its TensorBoard events);"
-        " B ÷ A: the ratio of their medians; first update and wall: seconds from the launch, A's runs; B's runs."
+        " B ÷ A: the ratio of their medians; first update and wall: seconds from the launch, A's runs; B's runs;"
+        f" load: the 1-minute load average at each run's start (n: n cores busy; runs wait for {IDLE_LOAD} or less"
+        " unless --no-wait)."
     )
     lines = [*pv.header(PARSER, args, code, source, note)]
     if args.gpu and (args.results / "ceiling.txt").exists():
         lines += [(args.results / "ceiling.txt").read_text().strip() + ".", ""]
-    lines += ["| case | A | B | A steps/s | B steps/s | B ÷ A | first update (s) | wall (s) |", "|---" * 8 + "|"]
+    lines += ["| case | A | B | A steps/s | B steps/s | B ÷ A | first update (s) | wall (s) | load |", "|---" * 9 + "|"]
     lines += [row(k) for k in kept]
     lines += ["", "Commands (each in an empty folder):", ""]
     lines += [

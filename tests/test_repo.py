@@ -158,6 +158,19 @@ def test_the_command_a_table_prints_gives_back_its_arguments(name):
         assert {**vars(again), "no_docs": 0, "jobs": 0} == {**vars(args), "no_docs": 0, "jobs": 0}, words
 
 
+def test_every_block_lives_on_one_page_and_its_benchmark_finds_it():
+    """A generated block may move from the page its benchmark names (a script page) to another (the research log):
+    provenance.block_page still finds it there, and no block name is on two pages, so it cannot pick the wrong one."""
+    pages = {}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for name in re.findall(r"<!-- BENCHMARK:(\S+) BEGIN -->", page.read_text()):
+            assert name not in pages, f"block {name} is on {pages[name].name} and {page.name}"
+            pages[name] = page
+    assert "connect4_d6109ad" in pages and "connect4" in pages
+    for name, page in pages.items():
+        assert provenance.block_page(ROOT / "docs" / "ppo_lstm_selfplay.md", name) == page, name
+
+
 def test_over_seeds_spread_counts_only_seeds_with_a_value():
     from provenance import over_seeds
 
