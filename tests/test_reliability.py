@@ -473,7 +473,8 @@ def error_keys():
 
 
 def test_every_script_has_a_row():
-    scripts = {p.stem for p in (ROOT / "cleanfive").glob("*.py")} - {"__init__", "trueskill_league"}
+    # arena.py plays saved models (tests/test_arena.py checks its bad input); it trains nothing and resumes nothing
+    scripts = {p.stem for p in (ROOT / "cleanfive").glob("*.py")} - {"__init__", "trueskill_league", "arena"}
     assert scripts <= SCRIPTS.keys(), f"add a row to SCRIPTS for {sorted(scripts - SCRIPTS.keys())}"
 
 
