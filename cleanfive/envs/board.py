@@ -269,9 +269,9 @@ def _search(
     cur = _to_bits(board == player[:, None, None], bits)
     opp = _to_bits(board == 1 - player[:, None, None], bits)
     scores = np.empty(legal.shape)
-    chunk = max(1, _SEARCH_LEAVES // legal.sum(-1).max(initial=1) ** depth)
-    for i in range(0, len(board), chunk):
-        part = slice(i, i + chunk)
+    leaves = legal.sum(-1) ** depth  # at most
+    chunk = (np.cumsum(leaves) - leaves) // _SEARCH_LEAVES  # consecutive boards, about _SEARCH_LEAVES leaves each
+    for part in np.split(np.arange(len(board)), np.flatnonzero(np.diff(chunk)) + 1):
         scores[part] = _negamax(cur[part], opp[part], depth, 1, bits)
     best = scores == scores.max(-1, keepdims=True)
     return _sample(best & legal, rng)
