@@ -577,6 +577,7 @@ if __name__ == "__main__":
         args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
         args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
+    bot_opponents_given = args.bot_opponents is not None
     for key, value in world_defaults(args.env_id).items():  # the world's own defaults for the flags left unset
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
@@ -633,6 +634,8 @@ if __name__ == "__main__":
     split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
     check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     references = args.references or envs.bot_names
+    if not bot_opponents_given:  # the world's bot opponents among the references, in their order (none: every one)
+        args.bot_opponents = tuple(name for name in references if name in args.bot_opponents)
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")

@@ -400,6 +400,11 @@ def test_bots_legal_and_greedy_wins_or_blocks(env_id):
     win = winning_moves(boards, players, env_id)
     block = winning_moves(boards, 1 - players, env_id)
     assert win.any() and (block.any(1) & ~win.any(1)).any(), "positions cover both cases"
+    a = legal.shape[1]
+    opp_wins = winning_moves(
+        play_all(boards, players, env_id).reshape(-1, *boards.shape[1:]), np.repeat(1 - players, a), env_id
+    )
+    safe = legal & ~opp_wins.any(1).reshape(-1, a)  # moves after which the opponent cannot win at once
     rng = np.random.default_rng(0)
     rows = np.arange(len(boards))
     for name in BOT_NAMES:
@@ -411,16 +416,14 @@ def test_bots_legal_and_greedy_wins_or_blocks(env_id):
             has_win = win.any(1)
             assert win[rows, moves][has_win].all(), f"{name} misses a win"
             must_block = ~has_win & block.any(1)
+            if name.startswith("search"):  # where every move loses at once (two threats), any move scores the same
+                must_block &= (block & safe).any(1)
             assert block[rows, moves][must_block].all(), f"{name} misses a block"
     # lookahead never hands the opponent an immediate win when it has a choice
     moves = bot_actions("lookahead", boards, players, env_id, rng)
     after = play_all(boards, players, env_id)[rows, moves]
     gives_win = winning_moves(after, 1 - players, env_id).any(1)
-    a = legal.shape[1]
-    opp_wins = winning_moves(
-        play_all(boards, players, env_id).reshape(-1, *boards.shape[1:]), np.repeat(1 - players, a), env_id
-    )
-    has_safe = (legal & ~opp_wins.any(1).reshape(-1, a)).any(1)
+    has_safe = safe.any(1)
     free = ~win.any(1) & ~block.any(1) & has_safe
     assert free.any() and not gives_win[free].any()
 

@@ -112,7 +112,8 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
     assert f"--learning-rate {learning_rate}," in first_line
-    bots = {"VmasFootball-v0": "random"}.get(env_id, "(every reference)")  # as flag values, not a Python tuple
+    # as flag values, not a Python tuple: the board games' three rule bots (not the search ladder) by default
+    bots = {"VmasFootball-v0": "random", "Moba5v5-v0": "(every reference)"}.get(env_id, "random greedy lookahead")
     assert f"--bot-opponents {bots}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")

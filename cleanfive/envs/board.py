@@ -25,16 +25,20 @@ Conventions of this module:
   random per game (50/50) and is reported in ``info["first_side"]``; ``mover(board, first_side)`` recovers the side to
   move from stone counts (the board alone cannot tell who moved first on an empty board).
 * Shapes use E = number of envs, A = number of actions, H x W = board shape.
+
+Bots, weakest first: ``random``, ``greedy``, ``lookahead`` (rules) and ``search1`` .. ``search4`` (negamax to 1-4 plies
+on bitboards, see :func:`bot_actions`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import numpy as np
 
 BOARD_ENV_IDS: tuple[str, ...] = ("ConnectFour-v1", "TicTacToe-v1")
-BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead")
+BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "search2", "search3", "search4")
 
 # env_id -> (H, W, num_actions, stones in a row needed to win)
 _GAMES: dict[str, tuple[int, int, int, int]] = {"ConnectFour-v1": (6, 7, 7, 4), "TicTacToe-v1": (3, 3, 9, 3)}
@@ -143,6 +147,140 @@ def _first_nonempty(*masks: np.ndarray) -> np.ndarray:
     return chosen
 
 
+# search bots: a win at ply p (p = 1: the bot's own move) scores _WIN - p, so that an earlier win beats a later one and
+# a later loss beats an earlier one; far above any window score
+_WIN = 1e6
+# the leaves' window weights by the stones a window lacks: one (a threat) 16, two 4 (none for windows of one stone of
+# Connect Four's four: counting them too made search3 weaker than search2)
+_WINDOW_WEIGHTS: dict[int, float] = {1: 16.0, 2: 4.0}
+# leaves the search scores at once (at most (legal moves) ** depth per board): numpy was about 3 times slower per leaf
+# (depth 4, 64 boards against 16) once its arrays (8 bytes a leaf) outgrow the CPU's cache
+_SEARCH_LEAVES = 2**14
+
+
+class _Bitboards(NamedTuple):
+    """One game's bitboard layout: cell (row r, column c) is bit ``c * (H + 1) + H - 1 - r`` of a uint64 (bit 0 at the
+    bottom of column 0), each column topped by a bit that is never set, so that no shift wraps into the next line.
+
+    The search keeps a position as one uint64 per side rather than the (H, W) int arrays of :func:`play_all` and
+    :func:`has_won` (which ``tests/test_board_search.py`` checks it against): depth 4 scores up to 7 ** 4 = 2401
+    Connect Four leaves per board, and a win test or a window count is then a few shifts of 8 bytes per leaf."""
+
+    k: int  # stones in a row needed to win
+    cell: np.ndarray  # uint64 (H, W): each cell's bit
+    span: np.ndarray  # uint64 (A,): the cells action a can fill (ConnectFour: a column; TicTacToe: one cell)
+    floor: np.uint64  # cells playable without a stone below them (ConnectFour: the bottom row; TicTacToe: all)
+    full: np.uint64  # every cell
+    shifts: tuple[int, ...]  # a line's step: vertical, horizontal, diagonal, anti-diagonal
+    starts: tuple[np.uint64, ...]  # per shift: the first cells of the lines of k cells that fit on the board
+    weights: np.ndarray  # float64 (k - 1,): the leaf's window weights minus those of one stone less, by own stones
+
+
+@functools.cache
+def _bitboards(env_id: str) -> _Bitboards:
+    h, w, a, k = _game(env_id)
+    cell = np.array([[1 << (c * (h + 1) + h - 1 - r) for c in range(w)] for r in range(h)], dtype=object)
+    full = int(cell.sum())
+    if env_id == "ConnectFour-v1":
+        span, floor = [int(cell[:, c].sum()) for c in range(w)], int(cell[h - 1].sum())
+    else:
+        span, floor = list(cell.reshape(a)), full
+    shifts = (1, h + 1, h + 2, h)
+    starts = tuple(np.uint64(functools.reduce(int.__and__, [full >> (i * d) for i in range(k)])) for d in shifts)
+    weights = np.diff([_WINDOW_WEIGHTS.get(k - j, 0.0) for j in range(k)])  # windows with >= j own stones count this
+    u64 = functools.partial(np.array, dtype=np.uint64)
+    return _Bitboards(k, u64(cell), u64(span), np.uint64(floor), np.uint64(full), shifts, starts, weights)
+
+
+def _to_bits(stones: np.ndarray, bits: _Bitboards) -> np.ndarray:
+    """bool (..., H, W) -> their bitboards uint64 (...)."""
+    return np.where(stones, bits.cell, np.uint64(0)).sum((-2, -1), dtype=np.uint64)
+
+
+def _playable(occupied: np.ndarray, bits: _Bitboards) -> np.ndarray:
+    """The empty cells a move can fill (ConnectFour: on the floor or on a stone): uint64 (...) -> uint64 (...)."""
+    return bits.full & ~occupied & ((occupied << np.uint64(1)) | bits.floor)
+
+
+def _bits_won(stones: np.ndarray, bits: _Bitboards) -> np.ndarray:
+    """:func:`has_won` on bitboards: uint64 (...) -> bool (...)."""
+    won = np.zeros(stones.shape, dtype=bool)
+    for d in bits.shifts:
+        line = stones
+        for i in range(1, bits.k):
+            line = line & (stones >> np.uint64(i * d))
+        won |= line != 0
+    return won
+
+
+def _open_windows(own: list[np.ndarray], other: list[np.ndarray], start: np.uint64) -> list[np.ndarray]:
+    """Windows of k cells in one direction without ``other`` stones, by their ``own`` stones: element j holds those
+    with >= j own stones (j = 0 .. k - 1; nobody has k in a row), as the bit of the window's first cell p.
+    own, other: k uint64 (n,) arrays, element i holding cell p + i * step at bit p; start: the windows that fit."""
+    k = len(own)
+    at_least = [start & ~functools.reduce(np.bitwise_or, other)] + [np.zeros_like(own[0])] * (k - 1)
+    for i in range(k):
+        for j in range(min(i + 1, k - 1), 0, -1):
+            at_least[j] = at_least[j] | (at_least[j - 1] & own[i])
+    return at_least
+
+
+def _leaf(moved: np.ndarray, to_move: np.ndarray, ply: int, bits: _Bitboards) -> np.ndarray:
+    """Score for the side that just made move ``ply``, on boards where nobody has won: a loss at ply + 1 if the side
+    to move can win at once, else the open-window score (see :func:`bot_actions`) of its stones minus the opponent's.
+    moved, to_move: uint64 (n,). Returns float64 (n,)."""
+    k = bits.k
+    counts = np.zeros((k - 1, *moved.shape), dtype=np.int32)  # counts[j - 1]: >= j own stones, its minus theirs
+    threats = np.zeros_like(moved)  # the empty cells that would complete k in a row of the side to move
+    for d, start in zip(bits.shifts, bits.starts, strict=True):
+        mine = [moved >> np.uint64(i * d) for i in range(k)]  # mine[i]: bit p holds cell p + i * d
+        theirs = [to_move >> np.uint64(i * d) for i in range(k)]
+        my_windows, their_windows = _open_windows(mine, theirs, start), _open_windows(theirs, mine, start)
+        for j in np.flatnonzero(bits.weights) + 1:
+            counts[j - 1] += np.bitwise_count(my_windows[j])
+            counts[j - 1] -= np.bitwise_count(their_windows[j])
+        for i in range(k):  # windows with k - 1 of their stones: the cell without one
+            threats |= (their_windows[k - 1] & ~theirs[i]) << np.uint64(i * d)
+    loses = (threats & _playable(moved | to_move, bits)) != 0
+    return np.where(loses, -(_WIN - ply - 1), bits.weights @ counts)
+
+
+def _negamax(cur: np.ndarray, opp: np.ndarray, depth: int, ply: int, bits: _Bitboards) -> np.ndarray:
+    """Scores of every move of the side to move (stones ``cur``) for it, searched ``depth`` plies deep, the move being
+    ply ``ply``: a win ends the line (``_WIN - ply``), a full board is a draw (0), illegal moves score -inf.
+    cur, opp: uint64 (n,) of live positions (nobody has won, some cell empty). Returns float64 (n, A)."""
+    moves = _playable(cur | opp, bits)[:, None] & bits.span
+    after = cur[:, None] | moves
+    won = _bits_won(after, bits)  # only a legal move can win: the position itself is live
+    go = (moves != 0) & ~won & ((after | opp[:, None]) != bits.full)
+    scores = np.where(moves != 0, 0.0, -np.inf)
+    scores[won] = _WIN - ply
+    others = np.broadcast_to(opp[:, None], moves.shape)[go]
+    if depth == 1:
+        scores[go] = _leaf(after[go], others, ply, bits)
+    else:
+        scores[go] = -_negamax(others, after[go], depth - 1, ply + 1, bits).max(-1)
+    return scores
+
+
+def _search(
+    board: np.ndarray, player: np.ndarray, legal: np.ndarray, depth: int, env_id: str, rng: np.random.Generator
+) -> np.ndarray:
+    """The ``search{depth}`` bot: a best-scored move (:func:`_negamax`), uniform among ties.
+
+    board: int (E, H, W); player: int (E,); legal: bool (E, A) its legal moves. Returns int64 (E,)."""
+    bits = _bitboards(env_id)
+    cur = _to_bits(board == player[:, None, None], bits)
+    opp = _to_bits(board == 1 - player[:, None, None], bits)
+    scores = np.empty(legal.shape)
+    leaves = legal.sum(-1) ** depth  # at most
+    chunk = (np.cumsum(leaves) - leaves) // _SEARCH_LEAVES  # consecutive boards, about _SEARCH_LEAVES leaves each
+    for part in np.split(np.arange(len(board)), np.flatnonzero(np.diff(chunk)) + 1):
+        scores[part] = _negamax(cur[part], opp[part], depth, 1, bits)
+    best = scores == scores.max(-1, keepdims=True)
+    return _sample(best & legal, rng)
+
+
 def bot_actions(
     name: str, board: np.ndarray, player: np.ndarray | int, env_id: str, rng: np.random.Generator
 ) -> np.ndarray:
@@ -153,6 +291,12 @@ def bot_actions(
     * ``lookahead``: like greedy, but otherwise avoid moves after which the opponent can win at once (in ConnectFour:
       never play under the opponent's winning cell) and sample among those in proportion to a preference weight
       (ConnectFour: 1, 2, 4, 8, 4, 2, 1 from the left column to the right; TicTacToe: centre 16, corners 4, edges 1).
+    * ``search1`` .. ``search4``: negamax to K = 1..4 plies, uniform among the best-scored moves. A win ends a line and
+      scores ``1e6 - ply`` (an earlier win beats a later one), a full board is a draw (0). At the leaves: a loss one
+      ply later if the side to move there can win at once (so ``search1`` blocks threats and does not play under the
+      opponent's winning cell), else the open-window score, own minus opponent's: every window of k cells in a line
+      without opponent stones counts 16 with k - 1 own stones, 4 with k - 2. Full-width (every legal move to depth K,
+      no pruning), vectorised over boards on bitboards; the same move values as alpha-beta.
 
     board: int (E, H, W) in side ids, -1 empty; player: int (E,) or scalar side (0/1) to play.
     Returns int64 (E,), always legal where a legal move exists (0 on full boards).
@@ -163,6 +307,8 @@ def bot_actions(
     board = np.asarray(board)
     player = np.broadcast_to(np.asarray(player, dtype=np.int64), board.shape[:1])
     legal = legal_actions(board, env_id)
+    if name.startswith("search"):
+        return _search(board, player, legal, int(name.removeprefix("search")), env_id, rng)
     if name == "random":
         return _sample(legal, rng)
     win = winning_moves(board, player, env_id)

@@ -34,19 +34,20 @@ TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
 def world_defaults(env_id: str) -> dict:
     """The values a training script takes, in world ``env_id``, for the flags it leaves unset (None); its first line
     prints them. Raises ValueError for an unknown id."""
-    # the board games' (bot_opponents (): every reference), which the team worlds change; half of the games against
-    # the bots to the end: annealed to 0, Connect Four stalled near `greedy`; a horizon of 10 plies (gamma 0.9), so
-    # that a win taken now beats the same win later, and twice the team worlds' learning rate: with both, 62 % of
-    # Connect Four games against `lookahead` late in 30 CPU minutes, 47 % without (docs/ppo_lstm_selfplay.md, Results)
+    # the board games', which the team worlds change; half of the games against the bots to the end: annealed to 0,
+    # Connect Four stalled near `greedy`; a horizon of 10 plies (gamma 0.9), so that a win taken now beats the same win
+    # later, and twice the team worlds' learning rate: with both, 62 % of Connect Four games against `lookahead` late
+    # in 30 CPU minutes, 47 % without (docs/ppo_lstm_selfplay.md, Results). Their bot games are against the three rule
+    # bots, named, not () (every reference): the search bots joined the references later, and training is unchanged
     board = dict(num_heroes=1, num_envs=64, bot_fraction=0.5, bot_fraction_end=0.5, horizon_seconds=10.0)
-    board |= dict(learning_rate=2e-3, bot_opponents=(), eval_every=10)
+    board |= dict(learning_rate=2e-3, bot_opponents=("random", "greedy", "lookahead"), eval_every=10)
     if env_id in BOARD_ENV_IDS:
         return board
     # the lane world: 5 heroes and 64 games learn too slowly for an hour of CPU; a fifth of the early games against
     # the scripted bots (not in OpenAI Five), without which most seeds farm; its 800-step games make an evaluation
     # every 10 updates cost a third of a run's time (docs/ppo_lstm_selfplay.md)
     if env_id in MOBA_ENV_IDS:
-        lane = dict(num_heroes=3, num_envs=32, bot_fraction=0.2, bot_fraction_end=0.0, eval_every=40)
+        lane = dict(num_heroes=3, num_envs=32, bot_fraction=0.2, bot_fraction_end=0.0, eval_every=40, bot_opponents=())
         return board | lane | dict(horizon_seconds=100.0, learning_rate=1e-3)
     # football: the settings of the only runs that scored against `random` (1-seed probes; docs/ppo_lstm_selfplay.md),
     # and half of the games against `random` to the end, as the board games
