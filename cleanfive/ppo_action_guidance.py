@@ -514,6 +514,9 @@ if __name__ == "__main__":
     unknown = [bot for bot in args.eval_bots if bot not in BOT_NAMES]
     check(not unknown, f"unknown --eval-bots {unknown}; choose from {', '.join(BOT_NAMES)}")
     args.minibatch_size = args.batch_size // args.num_minibatches
+    # advantage normalisation divides by the minibatch's standard deviation, which one sample does not have
+    few = f"--norm-adv needs minibatches of 2 or more samples: lower --num-minibatches (batch {args.batch_size})"
+    check(not args.norm_adv or args.minibatch_size > 1, few)
     args.num_iterations = 0 if args.eval_only else max(1, args.total_timesteps // args.batch_size)
     policies = {"sparse": (MAIN,), "shaped": (AUX,)}.get(args.strategy, (MAIN, AUX))  # the policies that learn
 

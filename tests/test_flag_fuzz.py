@@ -75,7 +75,7 @@ def selfplay_case(rng):
     if world == "VmasFootball-v0" and not HAS_VMAS:
         world = "Moba5v5-v0"
     team = world in ("Moba5v5-v0", "VmasFootball-v0")
-    heroes = int(rng.integers(1, 4)) if team else 1
+    heroes = {"Moba5v5-v0": pick(rng, [1, 3]), "VmasFootball-v0": pick(rng, [2, 3])}.get(world, 1)
     flags, steps = five_trainer(rng, pick(rng, [2, 4]) if team else pick(rng, [2, 4, 8]))
     references = {"Moba5v5-v0": ["random", "push"], "VmasFootball-v0": ["random", "chase"]}
     flags += ["--env-id", world, "--num-heroes", str(heroes), "--hidden-size", pick(rng, ["16", "32"])]
@@ -126,7 +126,9 @@ def impala_case(rng):
 
 def microrts_common(rng, envs):
     steps = pick(rng, [16, 32])
-    flags = ["--num-steps", str(steps), "--num-minibatches", str(pick(rng, [1, 2, 4, 16]))]  # all divide the batch
+    # all divide the batch; 16 minibatches of 16 steps of one env hold one sample each: only without --norm-adv
+    minibatches = pick(rng, [1, 2, 4, 16] if envs * steps > 16 else [1, 2, 4])
+    flags = ["--num-steps", str(steps), "--num-minibatches", str(minibatches)]
     flags += ["--update-epochs", str(pick(rng, [1, 2])), "--max-steps", "100"]
     for name in ("norm-adv", "clip-vloss", "anneal-lr"):
         flags += toggle(rng, name)
@@ -141,7 +143,9 @@ def gridnet_case(rng):
     flags, steps = microrts_common(rng, selfplay + bots)
     flags += ["--map-path", pick(rng, ["maps/4x4/basesWorkers4x4.xml", "maps/8x8/basesWorkers8x8.xml"])]
     flags += ["--num-selfplay-envs", str(selfplay), "--num-bot-envs", str(bots), "--bots", "passiveAI"]
-    flags += ["--strategy", pick(rng, ["masking", "naive", "penalty"]), "--eval-episodes", str(pick(rng, [0, 1]))]
+    strategy = pick(rng, ["masking", "naive", "penalty"])
+    flags += ["--strategy", strategy, "--eval-episodes", str(pick(rng, [0, 1]))]
+    flags += ["--invalid-penalty", str(pick(rng, [0.0, -0.1]))] if strategy == "penalty" else []
     flags += ["--eval-games", "0"]
     updates = int(rng.integers(2, 4))
     flags += ["--total-timesteps", str(updates * steps)]

@@ -236,6 +236,8 @@ def scalar_tags(tmp_path):
 
 USER_ERRORS = [
     (["--num-minibatches", "3"], "--num-minibatches"),
+    # issue 39's fuzz: a minibatch of one sample has no standard deviation to normalise its advantage by (was NaN)
+    (["--num-minibatches", "256"], "--norm-adv needs minibatches of 2 or more"),
     (["--learning-rate", "0"], "--learning-rate 0.0 is out of range"),
     (["--gamma", "1.5"], "--gamma"),
     (["--gae-lambda", "1.5"], "--gae-lambda"),

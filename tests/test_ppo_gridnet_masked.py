@@ -240,6 +240,8 @@ USER_ERRORS = [
     (["--strategy", "penalty"], "--invalid-penalty"),
     (["--strategy", "penalty", "--invalid-penalty", "0.5"], "<= 0"),
     (["--num-minibatches", "3"], "--num-minibatches"),
+    # issue 39's fuzz: a minibatch of one sample has no standard deviation to normalise its advantage by (was NaN)
+    (["--num-minibatches", "256"], "--norm-adv needs minibatches of 2 or more"),
     (["--map-path", "maps/nowhere.xml"], "not found"),
     (["--map-path", "maps/NoWhereToRun9x8.xml"], "even sides"),
     (["--bots", "noSuchBot"], "coacAI"),
