@@ -941,7 +941,10 @@ if __name__ == "__main__":
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)
     masks = torch.zeros((args.num_steps, P, A), dtype=torch.bool).to(device)
     actions = torch.zeros((args.num_steps, P), dtype=torch.long).to(device)
-    logprobs, rewards, dones, values = (torch.zeros((args.num_steps, P)).to(device) for _ in range(4))
+    logprobs = torch.zeros((args.num_steps, P)).to(device)
+    rewards = torch.zeros((args.num_steps, P)).to(device)
+    dones = torch.zeros((args.num_steps, P)).to(device)
+    values = torch.zeros((args.num_steps, P)).to(device)
     applied = torch.zeros((args.num_steps, P)).to(device)  # this hero's own action is applied (a board's mover)
     # the latest policy drives this hero and its team acts: the network ran for it
     learner_acts = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
