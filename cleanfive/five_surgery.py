@@ -838,8 +838,9 @@ def save_checkpoint(path: str, state: dict, local: dict, rng, rank: int, world_s
 
 
 def restore_checkpoint(checkpoint, rank, rng, agent, optimizer, evaluator, pool, past_agents, eval_rng) -> dict:
-    """Load what save_checkpoint wrote into the objects given and set this process's generators as they were; returns
-    this process's `local` (the counters, grad_sq and versions the caller reads from `checkpoint`)."""
+    """Load what save_checkpoint wrote into the objects given and set this process's generators as they were. Returns
+    this process's `local`; the caller reads the counters, grad_sq and versions from `checkpoint` and, from `local`,
+    the reward statistics and the games in progress that its loop writes into `local` at each save."""
     agent.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
     evaluator.load_state_dict(checkpoint["evaluator"])
