@@ -125,8 +125,6 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
-CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
-CHECKPOINT_KEYS += ("evaluator", "eval_generator", "pool", "past_agents", "ranks")
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -272,26 +270,28 @@ class Agent(nn.Module):
                 outputs.append(out)
             return torch.cat(outputs).flatten(0, 1), (h, c)
         # else one packed LSTM call: a sequence is one hero's active steps between two game ends
-        games = done.cumsum(0)  # game ends so far, per step and hero
+        games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
         h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
-        outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)
+        outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         if active.any():
+            # the K active hero-steps, hero by hero in time order: t, b (K,) their step and hero, hidden (K, features)
             t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
-            order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
+            order = torch.argsort(b * len(done) + t)
             t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-            sequence_key = b * (len(done) + 1) + games[t, b].long()  # (hero, games ended before): 0..T of them
-            _, seq, lengths = torch.unique_consecutive(sequence_key, True, True)
-            first = lengths.cumsum(0) - lengths  # each sequence's first entry
-            owner = b[first]  # each sequence's hero
-            position = torch.arange(len(t), device=x.device) - first[seq]
-            padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (step, sequence, features)
+            # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,)
+            sequence_key = b * (len(done) + 1) + games[t, b].long()
+            _, seq, lengths = torch.unique_consecutive(sequence_key, return_inverse=True, return_counts=True)
+            first = lengths.cumsum(0) - lengths  # (Q,) each sequence's first step among the K
+            owner = b[first]  # (Q,) each sequence's hero
+            position = torch.arange(len(t), device=x.device) - first[seq]  # (K,) each step's place in its sequence
+            padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (max length, Q, features)
             padded[position, seq] = hidden
             fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
             initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
             packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
-            out, (h_seq, c_seq) = self.lstm(packed, initial)
+            out, (h_seq, c_seq) = self.lstm(packed, initial)  # h_seq, c_seq: (1, Q, H), each sequence's last state
             outputs[t, b] = pad_packed_sequence(out)[0][position, seq]
-            last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # a hero's last
+            last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
             hero = owner[last]
             kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
             h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
@@ -428,11 +428,85 @@ def zero_state(agent, batch_size, device):
     return tuple(torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device) for _ in range(2))
 
 
-def learner_rows(opponent_kind, learner_side, num_sides, num_heroes):
-    """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
-    against itself, else the heroes of the learner's side)."""
-    side = np.repeat(np.arange(num_sides), num_heroes)  # the side of each hero of a game
-    return ((opponent_kind == LATEST)[:, None] | (side[None] == learner_side[:, None])).reshape(-1)
+class Matchmaking:
+    """Self-play's opponents (Appendix N), per game: `kind` (LATEST, PAST or BOT), `index` (PAST: the version's index
+    in the pool; BOT: the reference's in `references`) and `learner_side` (the other side is the opponent's)."""
+
+    def __init__(self, num_games, num_sides, num_heroes, references, args):
+        self.kind = np.full(num_games, LATEST)
+        self.index = np.zeros(num_games, dtype=np.int64)
+        self.learner_side = np.zeros(num_games, dtype=np.int64)
+        self.num_sides, self.num_heroes, self.references = num_sides, num_heroes, references
+        self.bot_choices = [references.index(name) for name in args.bot_opponents or references]  # the bot games' bots
+        self.past_fraction = args.past_fraction
+        self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
+
+    def learner_rows(self):
+        """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
+        against itself, else the heroes of the learner's side)."""
+        side = np.repeat(np.arange(self.num_sides), self.num_heroes)  # the side of each hero of a game
+        return ((self.kind == LATEST)[:, None] | (side[None] == self.learner_side[:, None])).reshape(-1)
+
+    def opponent_rows(self, games):
+        """The rows (game, side, hero) of the opponent's heroes in `games` (ascending), in row order."""
+        side = 1 - self.learner_side[games]
+        return ((games * self.num_sides + side)[:, None] * self.num_heroes + np.arange(self.num_heroes)).reshape(-1)
+
+    def past_versions_act(self, past_agents, action, lstm_state, prev_state, x, done, team_acts, mask):
+        """Each past version drives its side with its own network: its rows of `action` (P,) and of `lstm_state` (the
+        latest policy's, computed from `prev_state`) are overwritten in place."""
+        for k in np.unique(self.index[self.kind == PAST]):
+            games = np.flatnonzero((self.kind == PAST) & (self.index == k))
+            rows = torch.as_tensor(self.opponent_rows(games), device=action.device)
+            past_state = tuple(s[:, rows] for s in prev_state)
+            past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
+                x[rows], past_state, done[rows], team_acts[rows], mask[rows]
+            )
+            action[rows] = past_action
+            lstm_state[0][:, rows], lstm_state[1][:, rows] = past_state
+
+    def bots_act(self, envs, obs, info, rng, action):
+        """Each reference bot drives its side: its rows of `action` (P,) are overwritten in place."""
+        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last reference first: the order of their draws
+            games = np.flatnonzero((self.kind == BOT) & (self.index == b))
+            bot = envs.bot_actions(self.references[b], obs, info, 1 - self.learner_side, rng)[games]
+            rows = torch.as_tensor(self.opponent_rows(games), device=action.device)
+            action[rows] = torch.as_tensor(bot.reshape(-1), device=action.device)
+
+    def learner_sides(self, games):
+        """The learner's side in each of `games` (side 0 in a game of the latest policy against itself)."""
+        return np.where(self.kind[games] != LATEST, self.learner_side[games], 0)
+
+    def beaten(self, games, outcome):
+        """The pool indices of the past versions that the learner beat in `games` (`outcome`: the learner's)."""
+        return self.index[games][(self.kind[games] == PAST) & (outcome > 0)].tolist()
+
+    def new_games(self, games, pool, bot_share, rng):
+        """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
+        while the pool is empty), else the latest policy; of those others, a share `bot_share` against a reference
+        bot when the bot curriculum is on. The learner's side is drawn in the games against a past version or a bot."""
+        vs_past = (rng.random(games.size) < self.past_fraction) & bool(pool.keys)
+        past = games[vs_past]
+        self.kind[games] = LATEST
+        if past.size > 0:
+            self.kind[past], self.index[past] = PAST, pool.sample(rng, past.size)
+            self.learner_side[past] = rng.integers(self.num_sides, size=past.size)
+        if self.bot_curriculum:
+            other = games[~vs_past]
+            vs_bot = other[rng.random(other.size) < bot_share]
+            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(self.bot_choices, size=vs_bot.size)
+            self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
+
+    def state_dict(self):
+        return {
+            "opponent_kind": self.kind.copy(),
+            "opponent_index": self.index.copy(),
+            "learner_side": self.learner_side.copy(),
+        }
+
+    def load_state_dict(self, state):
+        self.kind, self.index = state["opponent_kind"], state["opponent_index"]
+        self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
 
 
 def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, gae_lambda):
@@ -563,23 +637,61 @@ def new_action_share(iteration, args):
     return float(np.clip((iteration - args.lr0_updates) / max(args.anneal_updates, 1), 0.0, 1.0))
 
 
-if __name__ == "__main__":
-    launch_time = time.time()
-    args = tyro.cli(Args)
+def perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, rng, writer):
+    """Model surgery (Appendix B) with this script's Agent: the checkpoint's sizes (no --hidden-size), no convolutional
+    board encoder. Record, operate, verify; returns (agent, (plan, LSTM scale, recorded games) for the pool)."""
+    unoperated = unoperated.to(device).eval()
+    # record: the unoperated policy against itself in the new world, new actions off, LSTM states from the games' start
+    _, recorded = play_games(unoperated, unoperated, args.verify_games, old_A, args, device, rng, args.verify_steps)
+    seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
+    fold_values = seen[0, list(args.fold_inputs)]
+    varying = [c for c in args.fold_inputs if (seen[:, c] != seen[0, c]).any()]
+    check(not varying, f"--fold-inputs {varying} vary in the recorded games; only constant inputs can be folded")
+    new_columns = torch.arange(old_obs_size, obs_size if args.add_inputs else old_obs_size)
+    new_mean = seen[:, new_columns].mean(0)
+    new_var = ((seen[:, new_columns] - new_mean) ** 2).mean(0)
+    inputs = (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0))  # a constant new input: variance 1
+    plan = {"fold": (args.fold_inputs, fold_values), "inputs": inputs, "actions": A - old_A}
+    plan |= {"widen_dense": args.widen_dense, "widen_lstm": args.widen_lstm}
+    # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new actions
+    # off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B), else the smallest
+    scales = sorted(args.lstm_scales, reverse=True) if args.widen_lstm else [0.0]
+    for i, lstm_scale in enumerate(scales):
+        agent = agent_from_state(operate(unoperated.state_dict(), plan, lstm_scale, args.seed)).to(device)
+        delta_logits, delta_value = compare(unoperated, agent, recorded, device)
+        scores, _ = play_games(agent, unoperated, args.parity_games, old_A, args, device, rng)
+        parity = scores.mean() >= 0.5 - args.parity_tolerance
+        games = [("operated", "unoperated", s) for s in scores]
+        mu = fit_reference_ratings(games, anchor="unoperated")["operated"].mu
+        line = (
+            f"surgery (lstm scale {lstm_scale:g}): max |delta logits| {delta_logits:.2e}, max |delta value| "
+            f"{delta_value:.2e}; against the unoperated policy: score {scores.mean():.3f} over {len(scores)} games "
+            f"(win {(scores == 1).mean():.2f} draw {(scores == 0.5).mean():.2f}), TrueSkill mu {mu:+.2f}: "
+        )
+        print(line + ("parity" if parity else "below parity"), flush=True)
+        if parity or i == len(scales) - 1:  # the scale kept
+            if lstm_scale == 0 and max(delta_logits, delta_value) > args.verify_tolerance:
+                sys.exit(f"error: surgery changed the policy beyond --verify-tolerance {args.verify_tolerance:g}")
+            verified = {"max_delta_logits": delta_logits, "max_delta_value": delta_value, "parity_score": scores.mean()}
+            for key, value in (verified | {"lstm_scale": lstm_scale}).items():
+                writer.add_scalar(f"surgery/{key}", value, 0)
+            return agent, (plan, lstm_scale, recorded)
+
+
+def resolve_args(args: Args) -> tuple[Args, dict | None, dict | None]:
+    """The run's arguments, checked: a resumed run's own (its other flags ignored), a rated model's world and network
+    (--eval-only), the world's defaults for the flags left unset. Returns (args, checkpoint, saved model)."""
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    env_seed = args.seed  # on resume, worlds that cannot save their state restart their games with a seed of their own
-    if checkpoint:
-        env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
     if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
         args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
         args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
-    bot_opponents_given = args.bot_opponents is not None
     for key, value in world_defaults(args.env_id).items():  # the world's own defaults for the flags left unset
-        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
+        if key != "bot_opponents":  # (which are among the references: check_world)
+            setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     positive += ("verify_games", "verify_steps", "parity_games")
@@ -593,49 +705,25 @@ if __name__ == "__main__":
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(len(args.lstm_scales) > 0 and min(args.lstm_scales) >= 0, "--lstm-scales must be one or more values >= 0")
     check(0 <= args.parity_tolerance <= 0.5, f"--parity-tolerance {args.parity_tolerance} must be in [0, 0.5]")
-    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with --num-envs games and its own seeds,
-    # gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates
-    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
-    world_size = max(world_size, 1)
-    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
-    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
-    if world_size > 1:
-        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
-    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
-    check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
-    trained, old_env_id, unoperated = load_trained(args.checkpoint, "--eval-only" if saved else "--checkpoint")
-    (old_world, _, old_version), (new_world, _, new_version) = old_env_id.rpartition("-v"), args.env_id.rpartition("-v")
-    same_world = old_world == new_world and new_version >= old_version
-    check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
-    args.num_heroes = unoperated.num_heroes
-    try:
-        envs = make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
-        old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
-    except (ValueError, FootballUnavailable) as error:
-        usage_error(str(error))
+    return args, checkpoint, saved
+
+
+def check_world(args: Args, envs, world_size: int) -> tuple[list[str], dict[str, float]]:
+    """Check the flags that depend on the world and fill in the sizes that follow from it (`args.num_players`, ...).
+    Returns (the references, the score weights)."""
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
-    E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    args.num_heroes = N
-    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
-    obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
-    fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
-    check(fits, f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
-    check(not args.add_inputs or obs_size > old_obs_size, f"--add-inputs: {args.env_id} adds no inputs; drop the flag")
-    check(not args.add_actions or A > old_A, f"--add-actions: {args.env_id} has no new actions; drop the flag")
-    check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
-    missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
-    check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
-    args.num_players = P = E * S * N
+    args.num_heroes = envs.num_heroes
+    args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
     check(0 < args.gamma < 1, f"--horizon-seconds {args.horizon_seconds} must exceed a step ({envs.seconds_per_step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
-    args.num_sequences = E * S * (args.num_steps // args.bptt_len)
+    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
     split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
     check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     references = args.references or envs.bot_names
-    if not bot_opponents_given:  # the world's bot opponents among the references, in their order (none: every one)
-        args.bot_opponents = tuple(name for name in references if name in args.bot_opponents)
+    if args.bot_opponents is None:  # the world's bot opponents among the references, in their order (none: every one)
+        args.bot_opponents = tuple(name for name in references if name in world_defaults(args.env_id)["bot_opponents"])
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
@@ -653,12 +741,47 @@ if __name__ == "__main__":
         check(np.isfinite(score_weights[component]), f"--score-weights {item}: give each weight as name=number")
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
+    return references, score_weights
+
+
+def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
+    """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with --num-envs games and its own seeds,
+    gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates.
+    Returns (rank, local rank, world size)."""
+    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    world_size = max(world_size, 1)
+    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
+    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
+    if world_size > 1:
+        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
+    return rank, local_rank, world_size
+
+
+def make_envs(args: Args, checkpoint: dict | None, rank: int):
+    """This process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
+    autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own."""
+    env_seed = args.seed
+    if checkpoint:
+        env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
+    try:
+        return make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
+    except (ValueError, FootballUnavailable) as error:
+        usage_error(str(error))
+
+
+def make_run_name(args: Args, checkpoint: dict | None, world_size: int) -> str:
+    """The run's name: a resumed run keeps its own; every process takes rank 0's."""
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else run_name
-    if world_size > 1:  # every process takes rank 0's run name
+    if world_size > 1:
         dist.broadcast_object_list(names := [run_name], 0)
         run_name = names[0]
-    verbose = rank == 0 and not args.quiet  # progress lines from rank 0
+    return run_name
+
+
+def make_writer(args: Args, run_name: str, rank: int, checkpoint: dict | None) -> SummaryWriter:
+    """CleanRL's logging: TensorBoard (rank 0 in `runs/{run_name}`, the other ranks' games beside) and wandb. Resuming
+    drops the events logged after the checkpoint, so that the curves continue where it was taken."""
     if args.track and rank == 0:
         import wandb
 
@@ -670,13 +793,102 @@ if __name__ == "__main__":
             name=run_name,
             save_code=True,
         )
-    # resuming drops the events logged after the checkpoint, so that the curves continue where it was taken
-    log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")  # the other ranks log their own games beside
+    log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")
     writer = SummaryWriter(log_dir, purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
     )
+    return writer
+
+
+def reference_evaluator(envs, args: Args, references: list[str], checkpoint: dict | None) -> ReferenceEvaluator:
+    """The fixed reference pool, rated by games among the references (Appendix J) once per world and bot set (cached);
+    a resumed run keeps the reference ratings it started with."""
+    if checkpoint is None:
+        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
+    else:
+        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
+    return ReferenceEvaluator(ratings)
+
+
+def evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name) -> None:
+    """--eval-only: the saved model against every reference, printed."""
+    video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
+    results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
+    for name, (win, draw, loss) in results.items():
+        print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
+    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
+
+
+# Checkpoints (--save-every, --resume): everything the next update depends on. The learner's state (these keys) is the
+# same in every process; under "ranks", each process's generators, reward statistics and, in a world that saves its
+# state (the lane world), its games in progress
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
+CHECKPOINT_KEYS += ("evaluator", "eval_generator", "pool", "past_agents", "ranks")
+
+
+def save_checkpoint(path: str, state: dict, local: dict, rng, rank: int, world_size: int) -> None:
+    """Write `state` (the run's args and CHECKPOINT_KEYS but "ranks") and, under "ranks", each process's `local` with
+    its generators, gathered by rank 0; atomically."""
+    assert set(state) == {"args", *CHECKPOINT_KEYS} - {"ranks"}, "a checkpoint holds the keys that resume reads"
+    local = {"rng": rng_states(), "generator": rng.bit_generator.state, **local}  # the script's own generator too
+    ranks = [local] * world_size
+    if world_size > 1:
+        dist.gather_object(local, ranks if rank == 0 else None, 0)
+    if rank == 0:
+        atomic_save({**state, "ranks": ranks}, path)
+
+
+def restore_checkpoint(checkpoint, rank, rng, agent, optimizer, evaluator, pool, past_agents, eval_rng) -> dict:
+    """Load what save_checkpoint wrote into the objects given and set this process's generators as they were. Returns
+    this process's `local`; the caller reads the counters, grad_sq and versions from `checkpoint` and, from `local`,
+    the reward statistics and the games in progress that its loop writes into `local` at each save."""
+    agent.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    evaluator.load_state_dict(checkpoint["evaluator"])
+    pool.load_state_dict(checkpoint["pool"])
+    for state in checkpoint["past_agents"]:
+        past_agents.append(copy.deepcopy(agent).eval())
+        past_agents[-1].load_state_dict(state)
+    local = checkpoint["ranks"][rank]  # this process's games, generators and reward statistics
+    set_rng_states(local["rng"])
+    rng.bit_generator.state = local["generator"]
+    eval_rng.bit_generator.state = checkpoint["eval_generator"]
+    return local
+
+
+if __name__ == "__main__":
+    launch_time = time.time()
+    args, checkpoint, saved = resolve_args(tyro.cli(Args))
+    rank, local_rank, world_size = init_torchrun(args, checkpoint)
+    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
+    check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
+    trained, old_env_id, unoperated = load_trained(args.checkpoint, "--eval-only" if saved else "--checkpoint")
+    (old_world, _, old_version), (new_world, _, new_version) = old_env_id.rpartition("-v"), args.env_id.rpartition("-v")
+    same_world = old_world == new_world and new_version >= old_version
+    check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
+    args.num_heroes = unoperated.num_heroes
+    envs = make_envs(args, checkpoint, rank)
+    references, score_weights = check_world(args, envs, world_size)
+    E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
+    old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
+    obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
+    fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
+    check(fits, f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
+    check(not args.add_inputs or obs_size > old_obs_size, f"--add-inputs: {args.env_id} adds no inputs; drop the flag")
+    check(not args.add_actions or A > old_A, f"--add-actions: {args.env_id} has no new actions; drop the flag")
+    check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
+    missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
+    check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
+    P, obs_shape = args.num_players, envs.obs_shape
+    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
+    is_win = np.array([name == "win" for name in envs.score_names])
+
+    run_name = make_run_name(args, checkpoint, world_size)
+    writer = make_writer(args, run_name, rank, checkpoint)
+    verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -688,73 +900,21 @@ if __name__ == "__main__":
 
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's autoreset
-    obs_shape = envs.obs_shape
-    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
-    is_win = np.array([name == "win" for name in envs.score_names])
-
-    unoperated = unoperated.to(device).eval()
-    if saved or checkpoint:  # a model to rate as it is, or an operated run to resume
-        agent = agent_from_state((checkpoint or trained)["model"]).to(device)
+    if saved or checkpoint:  # a model to rate as it is, or an operated run to resume: no surgery
+        agent, surgery = agent_from_state((checkpoint or trained)["model"]).to(device), None
     else:
-        # model surgery (Appendix B). A batch of recorded observations: the unoperated policy against itself in the
-        # new world with the new actions off, from the start of the games so that LSTM states are carried
-        _, recorded = play_games(unoperated, unoperated, args.verify_games, old_A, args, device, rng, args.verify_steps)
-        seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
-        fold_values = seen[0, list(args.fold_inputs)]
-        varying = [c for c in args.fold_inputs if (seen[:, c] != seen[0, c]).any()]
-        check(not varying, f"--fold-inputs {varying} vary in the recorded games; only constant inputs can be folded")
-        new_columns = torch.arange(old_obs_size, obs_size if args.add_inputs else old_obs_size)
-        new_mean = seen[:, new_columns].mean(0)
-        new_var = ((seen[:, new_columns] - new_mean) ** 2).mean(0)
-        inputs = (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0))  # a constant new input: variance 1
-        plan = {"fold": (args.fold_inputs, fold_values), "inputs": inputs, "actions": A - old_A}
-        plan |= {"widen_dense": args.widen_dense, "widen_lstm": args.widen_lstm}
-        # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new
-        # actions off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B)
-        for lstm_scale in sorted(args.lstm_scales, reverse=True) if args.widen_lstm else [0.0]:
-            agent = agent_from_state(operate(unoperated.state_dict(), plan, lstm_scale, args.seed)).to(device)
-            delta_logits, delta_value = compare(unoperated, agent, recorded, device)
-            scores, _ = play_games(agent, unoperated, args.parity_games, old_A, args, device, rng)
-            parity = scores.mean() >= 0.5 - args.parity_tolerance
-            games = [("operated", "unoperated", s) for s in scores]
-            mu = fit_reference_ratings(games, anchor="unoperated")["operated"].mu
-            line = (
-                f"surgery (lstm scale {lstm_scale:g}): max |delta logits| {delta_logits:.2e}, max |delta value| "
-                f"{delta_value:.2e}; against the unoperated policy: score {scores.mean():.3f} over {len(scores)} games "
-                f"(win {(scores == 1).mean():.2f} draw {(scores == 0.5).mean():.2f}), TrueSkill mu {mu:+.2f}: "
-            )
-            print(line + ("parity" if parity else "below parity"), flush=True)
-            if parity:
-                break
-        if lstm_scale == 0 and max(delta_logits, delta_value) > args.verify_tolerance:
-            sys.exit(f"error: surgery changed the policy beyond --verify-tolerance {args.verify_tolerance:g}")
-        writer.add_scalar("surgery/max_delta_logits", delta_logits, 0)
-        writer.add_scalar("surgery/max_delta_value", delta_value, 0)
-        writer.add_scalar("surgery/parity_score", scores.mean(), 0)
-        writer.add_scalar("surgery/lstm_scale", lstm_scale, 0)
+        agent, surgery = perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, rng, writer)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    grad_sq = [torch.zeros_like(param) for param in agent.parameters()]  # running second moment of the gradient
-    grad_steps = 0
+    grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
     # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
-    actor = copy.deepcopy(agent) if args.policy_lag else agent
+    lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
-    # the fixed reference pool, rated by games among the references (Appendix J) once per world and bot set (cached)
-    if checkpoint is None:
-        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
-    else:  # a resumed run keeps the reference ratings it started with
-        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
-    evaluator = ReferenceEvaluator(ratings)
+    evaluator = reference_evaluator(envs, args, references, checkpoint)
     if verbose:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
-
     if saved:
-        video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
-        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
-        for name, (win, draw, loss) in results.items():
-            print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
-        print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
+        evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name)
         sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
@@ -766,9 +926,8 @@ if __name__ == "__main__":
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
-    if checkpoint is None:
-        # surgery: every past version that the trained model's file holds (a checkpoint of --save-every does), then
-        # the trained policy, receives the same operations
+    if surgery:  # the same operations on each past version the trained file holds (--save-every's do), then on it
+        plan, lstm_scale, recorded = surgery
         if "pool" in trained:
             pool.load_state_dict(trained["pool"])
             pool.keys = [f"{old_env_id}/{key}" for key in pool.keys]  # apart from this run's v{iteration}
@@ -780,19 +939,19 @@ if __name__ == "__main__":
             past_agents.append(operated.eval())
             pool_delta = max(pool_delta, *compare(past, operated, recorded, device))
         print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
-    opponent_kind = np.full(E, LATEST)
-    opponent_index = np.zeros(E, dtype=np.int64)  # PAST: the version's index in the pool; BOT: in `references`
-    bot_choices = [references.index(name) for name in args.bot_opponents or references]  # the bot games' bots
-    learner_side = np.zeros(E, dtype=np.int64)
+    matchmaking = Matchmaking(E, S, N, references, args)
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)
     masks = torch.zeros((args.num_steps, P, A), dtype=torch.bool).to(device)
     actions = torch.zeros((args.num_steps, P), dtype=torch.long).to(device)
-    # acting: this hero's action is applied (policy-loss weight)
-    logprobs, rewards, dones, values, acting = (torch.zeros((args.num_steps, P)).to(device) for _ in range(5))
-    # the network ran for this hero: the latest policy drives it and its team acts (value-loss weight)
-    active = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
+    logprobs = torch.zeros((args.num_steps, P)).to(device)
+    rewards = torch.zeros((args.num_steps, P)).to(device)
+    dones = torch.zeros((args.num_steps, P)).to(device)
+    values = torch.zeros((args.num_steps, P)).to(device)
+    applied = torch.zeros((args.num_steps, P)).to(device)  # this hero's own action is applied (a board's mover)
+    # the latest policy drives this hero and its team acts: the network ran for it
+    learner_acts = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h, chunk_c = (torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device) for _ in range(2))
     # reward scaling: running variance of each hero's discounted return
@@ -801,47 +960,33 @@ if __name__ == "__main__":
     game_scores = np.zeros((E, S, len(envs.score_names)))  # each side's score components in the game so far
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
+    global_step, start_iteration = 0, 0
     start_time = last_print = time.time()
     # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B); elsewhere
     # they are masked, and the operated policy plays exactly as the unoperated one
     new_actions_on = rng.random(E) < new_action_share(1, args)
     next_obs_np, info = envs.reset()
-    next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
-    next_mask = legal_actions(info["action_mask"], new_actions_on, old_A, device)
-    next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
     next_done = torch.zeros(P).to(device)
     next_lstm_state = zero_state(agent, P, device)
-    start_iteration, checkpoint_path, last_checkpoint = 0, f"runs/{run_name}/checkpoint.pt", args.resume
+    checkpoint_path, last_checkpoint = f"runs/{run_name}/checkpoint.pt", args.resume
     if checkpoint:  # everything that decides what comes next, as it was after update `iteration`
+        local = restore_checkpoint(checkpoint, rank, rng, agent, optimizer, evaluator, pool, past_agents, eval_rng)
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
-        agent.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
         versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
-        evaluator.load_state_dict(checkpoint["evaluator"])
-        pool.load_state_dict(checkpoint["pool"])
-        for state in checkpoint["past_agents"]:
-            past_agents.append(copy.deepcopy(agent).eval())
-            past_agents[-1].load_state_dict(state)
-        local = checkpoint["ranks"][rank]  # this process's games, generators and reward statistics
         return_mean, return_var, return_count = local["return_moments"]
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
-            next_obs_np, info = local["next_obs_np"], local["info"]
-            next_obs, next_mask, next_acting, next_done = (
-                local[k].to(device) for k in ("next_obs", "next_mask", "next_acting", "next_done")
-            )
+            matchmaking.load_state_dict(local)
+            next_obs_np, info, next_done = local["next_obs_np"], local["info"], local["next_done"].to(device)
             next_lstm_state = tuple(x.to(device) for x in local["next_lstm_state"])
             discounted_return, game_scores = local["discounted_return"], local["game_scores"]
-            opponent_kind, opponent_index, learner_side = local["opponent_kind"], local["opponent_index"], local["side"]
             new_actions_on = local["new_actions_on"]
-        set_rng_states(local["rng"])
-        rng.bit_generator.state = local["generator"]
-        eval_rng.bit_generator.state = checkpoint["eval_generator"]
         print(f"resumed from {args.resume} at update {start_iteration} (global_step {global_step})")
+    next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
+    next_mask = legal_actions(info["action_mask"], new_actions_on, old_A, device)
+    next_applied = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
     start_step = global_step
-    is_learner = learner_rows(opponent_kind, learner_side, S, N)
 
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
         frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -854,7 +999,7 @@ if __name__ == "__main__":
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         beaten = []  # the past versions the learner beat in this rollout, for the quality updates
         if args.policy_lag:
-            actor.load_state_dict(versions[0])
+            lagged_agent.load_state_dict(versions[0])
 
         for step in range(0, args.num_steps):
             if step % args.bptt_len == 0:  # truncated BPTT: remember the state each training sequence starts from
@@ -863,32 +1008,23 @@ if __name__ == "__main__":
             obs[step] = next_obs
             masks[step] = next_mask
             dones[step] = next_done
-            acting[step] = next_acting
+            applied[step] = next_applied
             team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
-            active[step] = team_acts & torch.as_tensor(is_learner, device=device)
+            learner_driven = torch.as_tensor(matchmaking.learner_rows(), device=device)
+            learner_acts[step] = team_acts & learner_driven
 
             # ALGO LOGIC: action logic
             with torch.inference_mode():
                 prev_state = next_lstm_state
-                action, logprob, _, value, next_lstm_state = actor.get_action_and_value(
-                    next_obs, prev_state, next_done, active[step], next_mask
+                action, logprob, _, value, next_lstm_state = lagged_agent.get_action_and_value(
+                    next_obs, prev_state, next_done, learner_acts[step], next_mask
                 )
                 values[step] = value.flatten()
-                for k in np.unique(opponent_index[opponent_kind == PAST]):  # past versions drive their side
-                    vs_k = (opponent_kind == PAST) & (opponent_index == k)
-                    rows = torch.as_tensor(np.flatnonzero(np.repeat(vs_k, S * N) & ~is_learner), device=device)
-                    past_state = tuple(s[:, rows] for s in prev_state)
-                    past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
-                        next_obs[rows], past_state, next_done[rows], team_acts[rows], next_mask[rows]
-                    )
-                    action[rows] = past_action
-                    next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
-                # reference bots drive their side, the last reference first (the order of their random draws)
-                for b in np.unique(opponent_index[opponent_kind == BOT])[::-1]:
-                    games = np.flatnonzero((opponent_kind == BOT) & (opponent_index == b))
-                    bot = envs.bot_actions(references[b], next_obs_np, info, 1 - learner_side, rng)[games]
-                    rows = ((games * S + 1 - learner_side[games])[:, None] * N + np.arange(N)).reshape(-1)
-                    action[torch.as_tensor(rows, device=device)] = torch.as_tensor(bot.reshape(-1), device=device)
+                # the opponents drive their side: past versions (their own network and LSTM state), then the bots
+                matchmaking.past_versions_act(
+                    past_agents, action, next_lstm_state, prev_state, next_obs, next_done, team_acts, next_mask
+                )
+                matchmaking.bots_act(envs, next_obs_np, info, rng, action)
             actions[step] = action
             logprobs[step] = logprob
 
@@ -907,33 +1043,20 @@ if __name__ == "__main__":
             next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
             new_actions_on[next_done_np] = rng.random(next_done_np.sum()) < share  # surgery: drawn per new game
             next_mask = legal_actions(info["action_mask"], new_actions_on, old_A, device)
-            next_acting = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
+            next_applied = torch.as_tensor(info["acting"].reshape(P), dtype=torch.float32, device=device)
             next_done = torch.as_tensor(np.repeat(next_done_np, S * N), dtype=torch.float32, device=device)
 
-            over = np.flatnonzero(info["game_over"])
+            over = np.flatnonzero(info["game_over"])  # the games that ended: log them, then draw their next opponents
             if over.size:
-                side = np.where(opponent_kind[over] != LATEST, learner_side[over], 0)  # the learner's side
+                side = matchmaking.learner_sides(over)
                 outcome = info["outcome"][over, side]
-                finished["kind"].append(opponent_kind[over])
+                finished["kind"].append(matchmaking.kind[over])
                 finished["outcome"].append(outcome)
                 finished["length"].append(info["game_length"][over])
                 finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                beaten += opponent_index[over][(opponent_kind[over] == PAST) & (outcome > 0)].tolist()
-                # each new game is against a past version with probability past_fraction, else latest vs latest
-                # (none before the pool holds a version: those games go to the bot curriculum as well)
-                vs_past = (rng.random(over.size) < args.past_fraction) & bool(pool.keys)
-                past = over[vs_past]
-                opponent_kind[over] = LATEST
-                if past.size > 0:
-                    opponent_kind[past], opponent_index[past] = PAST, pool.sample(rng, past.size)
-                    learner_side[past] = rng.integers(S, size=past.size)
-                if args.bot_fraction > 0 or args.bot_fraction_end > 0:  # the bot curriculum: a share of the rest
-                    other = over[~vs_past]
-                    vs_bot = other[rng.random(other.size) < bot_share]
-                    opponent_kind[vs_bot], opponent_index[vs_bot] = BOT, rng.choice(bot_choices, size=vs_bot.size)
-                    learner_side[vs_bot] = rng.integers(S, size=vs_bot.size)
-                is_learner = learner_rows(opponent_kind, learner_side, S, N)
+                beaten += matchmaking.beaten(over, outcome)
+                matchmaking.new_games(over, pool, bot_share, rng)
 
         if world_size > 1:  # every process applies the quality updates of every process, in rank order
             gathered = [None] * world_size
@@ -955,24 +1078,32 @@ if __name__ == "__main__":
 
         # bootstrap value if not done
         with torch.no_grad():
-            everyone = torch.ones(P, dtype=torch.bool, device=device)
-            next_value = actor.get_value(next_obs, next_lstm_state, next_done, everyone).reshape(1, -1)
+            all_rows = torch.ones(P, dtype=torch.bool, device=device)
+            next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
             # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
             # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
             # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
             waits_at_end = ~torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
-            left_out = active[-1] & waits_at_end
-            trained = torch.cat([active[:-1], (active[-1] & ~left_out)[None]])  # the decisions this update learns from
-            advantages, values = gae(
-                rewards, values, dones, active, next_value, next_done, left_out, args.gamma, args.gae_lambda
+            left_out = learner_acts[-1] & waits_at_end
+            in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
+            advantages, filled_values = gae(  # filled_values: those of the steps without a decision filled in
+                rewards, values, dones, learner_acts, next_value, next_done, left_out, args.gamma, args.gae_lambda
             )
-            returns = advantages + values
+            returns = advantages + filled_values
 
-        # the rollout as BPTT sequences (bptt_len, num_chunks * P, ...), in the order the mini-batches unpack them;
-        # the policy learns from its own applied actions only (pg_w), the value from every decision trained (v_w); the
-        # network runs where it ran in the rollout (active)
-        sequences = [to_sequences(x, args.bptt_len) for x in (obs, masks, actions, logprobs, dones, active)]
-        sequences += [to_sequences(x, args.bptt_len) for x in (advantages, returns, values, acting * trained, trained)]
+        # the rollout as BPTT sequences (bptt_len, num_chunks * P, ...); the policy learns from its own applied actions
+        # only, the value from every decision in the update; the network runs where it ran in the rollout
+        b_obs = to_sequences(obs, args.bptt_len)
+        b_masks = to_sequences(masks, args.bptt_len)
+        b_actions = to_sequences(actions, args.bptt_len)
+        b_logprobs = to_sequences(logprobs, args.bptt_len)
+        b_dones = to_sequences(dones, args.bptt_len)
+        b_learner_acts = to_sequences(learner_acts, args.bptt_len)
+        b_advantages = to_sequences(advantages, args.bptt_len)
+        b_returns = to_sequences(returns, args.bptt_len)
+        b_values = to_sequences(filled_values, args.bptt_len)
+        b_policy_weights = to_sequences(applied * in_update, args.bptt_len)
+        b_value_weights = to_sequences(in_update, args.bptt_len).float()
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
 
         # Optimizing the policy and value network
@@ -984,12 +1115,19 @@ if __name__ == "__main__":
             for start in range(0, args.num_sequences, args.minibatch_sequences):
                 mb_teams = seq_inds[start : start + args.minibatch_sequences]
                 mb = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams, for the cross-hero max-pool
-                mb_obs, mb_masks, mb_actions, mb_logprobs = (x[:, mb].flatten(0, 1) for x in sequences[:4])
-                mb_dones, mb_active = (x[:, mb].flatten(0, 1) for x in sequences[4:6])
-                mb_advantages, mb_returns, mb_values, pg_w, v_w = (x[:, mb].flatten(0, 1) for x in sequences[6:])
-                v_w = v_w.float()
+                mb_obs, mb_masks = b_obs[:, mb].flatten(0, 1), b_masks[:, mb].flatten(0, 1)
+                mb_actions, mb_logprobs = b_actions[:, mb].flatten(0, 1), b_logprobs[:, mb].flatten(0, 1)
+                mb_dones, mb_learner_acts = b_dones[:, mb].flatten(0, 1), b_learner_acts[:, mb].flatten(0, 1)
+                mb_advantages, mb_returns = b_advantages[:, mb].flatten(0, 1), b_returns[:, mb].flatten(0, 1)
+                mb_values = b_values[:, mb].flatten(0, 1)
+                pg_w, v_w = b_policy_weights[:, mb].flatten(0, 1), b_value_weights[:, mb].flatten(0, 1)
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-                    mb_obs, (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)), mb_dones, mb_active, mb_masks, mb_actions
+                    mb_obs,
+                    (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
+                    mb_dones,
+                    mb_learner_acts,
+                    mb_masks,
+                    mb_actions,
                 )
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
                 logratio = newlogprob - mb_logprobs
@@ -1052,7 +1190,7 @@ if __name__ == "__main__":
                 break
 
         if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from the rows the network saw
-            agent.update_obs_stats(obs[active])
+            agent.update_obs_stats(obs[learner_acts])
             for buffer in agent.buffers() if world_size > 1 else ():  # rank 0's statistics in every process
                 dist.broadcast(buffer, 0)
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
@@ -1060,7 +1198,7 @@ if __name__ == "__main__":
 
         # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
         with torch.no_grad():
-            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, everyone)
+            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
         if world_size > 1:  # a fault in any process stops them all
@@ -1069,7 +1207,7 @@ if __name__ == "__main__":
         if not finite:
             fault_stop(iteration, last_checkpoint)
 
-        y_pred, y_true = values[trained], returns[trained]
+        y_pred, y_true = filled_values[in_update], returns[in_update]
         var_y = y_true.var()
         explained_var = np.nan if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
 
@@ -1118,26 +1256,19 @@ if __name__ == "__main__":
 
         # checkpoint: everything the next update depends on, each process's games and generators gathered by rank 0
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
-            local = {"rng": rng_states(), "generator": rng.bit_generator.state}  # the script's own generator too
-            local["return_moments"] = (return_mean, return_var, return_count)
+            local = {"return_moments": (return_mean, return_var, return_count)}
             if hasattr(envs, "state_dict"):  # the world and the games in progress
-                local["world"] = envs.state_dict()
-                local |= {"next_obs_np": next_obs_np, "info": info, "next_obs": next_obs, "next_mask": next_mask}
-                local |= {"next_acting": next_acting, "next_done": next_done, "next_lstm_state": next_lstm_state}
-                local |= {"game_scores": game_scores, "side": learner_side, "opponent_kind": opponent_kind}
-                local |= {"discounted_return": discounted_return, "opponent_index": opponent_index}
+                local |= {"world": envs.state_dict(), **matchmaking.state_dict(), "next_obs_np": next_obs_np}
+                local |= {"info": info, "next_done": next_done, "next_lstm_state": next_lstm_state}
+                local |= {"game_scores": game_scores, "discounted_return": discounted_return}
                 local["new_actions_on"] = new_actions_on
-            ranks = [local] * world_size
-            if world_size > 1:
-                dist.gather_object(local, ranks if rank == 0 else None, 0)
+            writer.flush()  # everything logged up to this update is on disk with the checkpoint
             state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
             state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
             state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
             state |= {"pool": pool.state_dict(), "past_agents": [past.state_dict() for past in past_agents]}
-            state |= {"eval_generator": eval_rng.bit_generator.state, "ranks": ranks}
-            writer.flush()  # everything logged up to this update is on disk with the checkpoint
-            if rank == 0:
-                atomic_save(state, checkpoint_path)
+            state |= {"eval_generator": eval_rng.bit_generator.state}
+            save_checkpoint(checkpoint_path, state, local, rng, rank, world_size)
             last_checkpoint = checkpoint_path
 
     if args.save_model and rank == 0:

@@ -522,3 +522,32 @@ def test_gae_leaves_out_the_last_decision_of_a_hero_that_waits_at_the_end(script
     want[-1, active[-1]] = 0.0  # whose advantage is not computed (weight 0 in the losses)
     np.testing.assert_allclose(advantages["a"].numpy()[active], want[active], rtol=1e-6, atol=1e-6)
     assert active[-1].any() and (~active[-1]).any()
+
+
+def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
+    """--past-fraction 0.2 --bot-fraction 0.5: once the pool holds a version, a new game is against it with
+    probability 0.2 and against a bot with 0.5 x 0.8 = 0.4; before it holds one, against a bot with 0.5 (no game is
+    drawn as 'past', issue 39). The learner takes either side; its rows and the opponent's split every such game."""
+    args = SimpleNamespace(past_fraction=0.2, bot_fraction=0.5, bot_fraction_end=0.5, bot_opponents=("greedy",))
+    E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
+    matchmaking = script.Matchmaking(E, S, N, ["random", "greedy"], args)
+    pool, games = script.OpponentPool(), np.arange(E)
+    shares = {}
+    for pool_size in (0, 1):
+        if pool_size:
+            pool.add("v1")
+        matchmaking.new_games(games, pool, 0.5, rng)
+        shares[pool_size] = {kind: (matchmaking.kind == kind).mean() for kind in (script.PAST, script.BOT)}
+    assert shares[0][script.PAST] == 0 and abs(shares[0][script.BOT] - 0.5) < 0.02, shares
+    assert abs(shares[1][script.PAST] - 0.2) < 0.02 and abs(shares[1][script.BOT] - 0.4) < 0.02, shares
+    assert set(matchmaking.index[matchmaking.kind == script.BOT]) == {1}  # --bot-opponents greedy: reference 1
+    against = matchmaking.kind != script.LATEST
+    assert abs(matchmaking.learner_side[against].mean() - 0.5) < 0.02
+    learner = matchmaking.learner_rows().reshape(E, S * N)
+    assert learner[~against].all() and (learner[against].sum(1) == N).all()
+    opponent = np.zeros(E * S * N, dtype=bool)
+    opponent[matchmaking.opponent_rows(np.flatnonzero(against))] = True
+    assert (opponent.reshape(E, S * N)[against] == ~learner[against]).all() and not opponent.reshape(E, -1)[
+        ~against
+    ].any()
+    assert (matchmaking.learner_sides(games) == np.where(against, matchmaking.learner_side, 0)).all()
