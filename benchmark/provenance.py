@@ -63,13 +63,24 @@ def code_version(*paths: str | Path) -> str:
     return (commit.stdout.strip() or "none") + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def cpu_model() -> str:
+    """The CPU's model name and its widest vector extension (AVX-512 or AVX2: machines here differ), where Linux says."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or "CPU model unknown"
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "CPU model unknown")
+    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    return f"{name}, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}"
+
+
 def machine() -> str:
-    """Platform, CPU architecture, core count, the GPU if torch sees one, and Python version, in one phrase."""
+    """Platform, CPU architecture and model, core count, the GPU if torch sees one, and Python version, in one phrase."""
     cores = f"{os.cpu_count()} CPU cores"
     if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():  # imported by a benchmark that uses it
         cores += f", GPU {sys.modules['torch'].cuda.get_device_name()}"
     cores += f", Python {platform.python_version()}"
-    return f"{platform.platform()} ({platform.machine()}), {cores}"
+    return f"{platform.platform()} ({platform.machine()}, {cpu_model()}), {cores}"
 
 
 def now() -> str:
