@@ -64,7 +64,7 @@ def code_version(*paths: str | Path) -> str:
 
 
 def cpu_model() -> str:
-    """The CPU's model name and its widest vector extension (AVX-512 or AVX2: machines here differ), where Linux says."""
+    """The CPU's model name and its widest vector extension (AVX-512 or AVX2: machines differ), where Linux says."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
@@ -75,7 +75,7 @@ def cpu_model() -> str:
 
 
 def machine() -> str:
-    """Platform, CPU architecture and model, core count, the GPU if torch sees one, and Python version, in one phrase."""
+    """Platform, CPU architecture and model, core count, the GPU if torch sees one, and Python version: one phrase."""
     cores = f"{os.cpu_count()} CPU cores"
     if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():  # imported by a benchmark that uses it
         cores += f", GPU {sys.modules['torch'].cuda.get_device_name()}"
