@@ -37,15 +37,15 @@ PARSER.add_argument("--seed", type=int, default=0)
 
 def load_agent(path: str):
     """The script's Agent with the weights of ``path``, the script module, and the step the weights were saved at."""
-    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     try:
         saved = torch.load(path, map_location="cpu", weights_only=False)
         env_id = saved["args"]["env_id"]
-    except Exception as exc:  # a missing or foreign file: one line, exit 2
+    except Exception as exc:  # a missing or foreign file: one line, exit 2 (before the script's imports)
         pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
     pv.check(env_id == ENV_ID, f"{path} is a model of {env_id}, not {ENV_ID}")
+    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     state = saved["model"]
     agent = script.Agent(OBS_SHAPE, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
     agent.load_state_dict(state)
