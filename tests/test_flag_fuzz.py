@@ -219,7 +219,8 @@ def final_hash(result):
 
 
 def killed_and_resumed(script, case, cwd, v0_model, stop_at):
-    """Run the case until its checkpoint holds update >= stop_at, SIGKILL it (every process), resume it."""
+    """Run the case until its checkpoint holds update >= stop_at, SIGKILL it (every process), resume it. Returns the
+    resumed run's hash and the update it resumed from (the last one where the run ended before the kill came)."""
     cwd.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
@@ -239,7 +240,7 @@ def killed_and_resumed(script, case, cwd, v0_model, stop_at):
     proc.wait()
     (path,) = cwd.glob("runs/*/checkpoint.pt")
     resume = {"flags": ["--resume", str(path)], "processes": case["processes"]}  # the checkpoint holds the rest
-    return final_hash(run(command(script, resume, None), cwd))
+    return final_hash(run(command(script, resume, None), cwd)), torch.load(path, weights_only=False)["iteration"]
 
 
 def check(script, i, tmp_path, v0_model):
@@ -249,9 +250,9 @@ def check(script, i, tmp_path, v0_model):
     whole = final_hash(run(command(script, case, v0_model), tmp_path / "whole"))
     if case["resume"]:
         stop_at = int(np.random.default_rng([SEED, 99, i]).integers(1, case["updates"]))
-        resumed = killed_and_resumed(script, case, tmp_path / "killed", v0_model, stop_at)
+        resumed, case["resumed_from"] = killed_and_resumed(script, case, tmp_path / "killed", v0_model, stop_at)
         if case["exact"]:
-            assert resumed == whole, f"resumed at update >= {stop_at} of {case['updates']}: {case['flags']}"
+            assert resumed == whole, f"resumed at update {case['resumed_from']} of {case['updates']}: {case['flags']}"
     return case
 
 
@@ -273,7 +274,8 @@ SLOW = [
 @pytest.mark.parametrize(("script", "i"), SLOW)
 def test_drawn_flag_combination_runs_slow(script, i, tmp_path, v0_model):
     case = check(script, i, tmp_path, v0_model)
-    print(f"{script} case {i}: {' '.join(case['flags'])} processes={case['processes']} resume={case['resume']}")
+    resumed = f" (from update {case['resumed_from']} of {case['updates']})" if case["resume"] else ""
+    print(f"{script} case {i}: {' '.join(case['flags'])} processes={case['processes']}{resumed}")
 
 
 def test_cases_are_drawn_alike_every_time():
