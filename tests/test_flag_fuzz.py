@@ -4,9 +4,10 @@ Flags are tested one at a time elsewhere; a crash that only a combination reache
 or with --clip-grad-per-param) needs combinations. Case ``i`` of a script is drawn by its generator from
 ``np.random.default_rng([SEED, script number, i])``, so a case is the same on every machine and reruns alone
 (``pytest tests/test_flag_fuzz.py -k "ppo_lstm_selfplay and 7"``). Each case runs a few updates and must exit 0 with a
-``params_sha256`` line; a case drawn with ``resume`` is killed (SIGKILL) once its checkpoint reaches a drawn update,
-resumed, and must then end with the same hash as the uninterrupted run where the script promises bit-exactness (the
-lane world; other worlds restart their games with fresh seeds, so there the resumed run only has to finish).
+``params_sha256`` line; a case drawn with ``resume`` kills itself (SIGKILL) right after the checkpoint of a drawn
+update is in place, is resumed, and must then end with the same hash as the uninterrupted run where the script promises
+bit-exactness (the lane world; other worlds restart their games with fresh seeds, so there the resumed run only has to
+finish).
 
 The default run plays the first ``DEFAULT_CASES`` cases of the scripts in ``DEFAULT_SCRIPTS``; ``-m slow`` plays the
 rest of the first ``SLOW_CASES`` cases of every script and prints what it ran. Every crash found becomes a named
@@ -16,10 +17,8 @@ regression test in the script's test file.
 import importlib.util
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -218,29 +217,32 @@ def final_hash(result):
     return hashes[0]
 
 
+# Runs a script with os.replace wrapped: once the script's atomic write puts a checkpoint of update >= STOP in place,
+# the process kills itself (SIGKILL), so a case dies right after a drawn update however fast its updates run.
+KILLER = """import os, runpy, signal, sys, torch
+stop, script, replace = int(sys.argv[1]), sys.argv[2], os.replace
+def replace_then_kill(src, dst, *rest, **kw):
+    replace(src, dst, *rest, **kw)
+    if str(dst).endswith("checkpoint.pt") and torch.load(dst, weights_only=False)["iteration"] >= stop:
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace, sys.argv = replace_then_kill, sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
 def killed_and_resumed(script, case, cwd, v0_model, stop_at):
-    """Run the case until its checkpoint holds update >= stop_at, SIGKILL it (every process), resume it. Returns the
-    resumed run's hash and the update it resumed from (the last one where the run ended before the kill came)."""
+    """Run the case until its checkpoint holds update >= stop_at, where it is SIGKILLed (torchrun then stops the other
+    process), resume it. Returns the resumed run's hash and the update it resumed from."""
     cwd.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        command(script, case, v0_model), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.time() + 300
-    while proc.poll() is None and time.time() < deadline:
-        try:
-            if any(torch.load(p, weights_only=False)["iteration"] >= stop_at for p in cwd.glob("runs/*/checkpoint.pt")):
-                break
-        except Exception:  # noqa: BLE001 (a checkpoint being replaced)
-            pass
-        time.sleep(0.05)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    (cwd / "killer.py").write_text(KILLER)
+    cmd = command(script, case, v0_model)
+    at = cmd.index(str(ROOT / "cleanfive" / f"{script}.py"))
+    killed = run([*cmd[:at], str(cwd / "killer.py"), str(stop_at), *cmd[at:]], cwd)
+    assert killed.returncode != 0, "the run ended before its checkpoint reached the update to kill it at"
     (path,) = cwd.glob("runs/*/checkpoint.pt")
+    resumed_from = torch.load(path, weights_only=False)["iteration"]  # read now: the resumed run writes it again
     resume = {"flags": ["--resume", str(path)], "processes": case["processes"]}  # the checkpoint holds the rest
-    return final_hash(run(command(script, resume, None), cwd)), torch.load(path, weights_only=False)["iteration"]
+    return final_hash(run(command(script, resume, None), cwd)), resumed_from
 
 
 def check(script, i, tmp_path, v0_model):
@@ -251,6 +253,7 @@ def check(script, i, tmp_path, v0_model):
     if case["resume"]:
         stop_at = int(np.random.default_rng([SEED, 99, i]).integers(1, case["updates"]))
         resumed, case["resumed_from"] = killed_and_resumed(script, case, tmp_path / "killed", v0_model, stop_at)
+        assert case["resumed_from"] == stop_at < case["updates"], case["resumed_from"]
         if case["exact"]:
             assert resumed == whole, f"resumed at update {case['resumed_from']} of {case['updates']}: {case['flags']}"
     return case
