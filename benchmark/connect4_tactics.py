@@ -33,6 +33,7 @@ PARSER.add_argument("--models", nargs="+", required=True, help="--save-model fil
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
 PARSER.add_argument("--games", type=int, default=256, help="games per model and bot")
 PARSER.add_argument("--seed", type=int, default=0)
+PARSER.add_argument("--block", help="also write the tables into this docs block (any page of docs/ with its markers)")
 
 
 def load_agent(path: str):
@@ -97,20 +98,30 @@ def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
 
 def main() -> None:
     args = PARSER.parse_args()
+    if args.block:
+        pv.markers(pv.ROOT / "docs" / "research-log.md", args.block)  # stop now if no page has the markers
     lines = [*pv.header(PARSER, args, pv.code_version(), "; the games are its own.", ""), ""]
     header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
     lines += [header, "|---" * 9 + "|"]
+    wins = {bot: [] for bot in args.bots}
     for path in args.models:
         agent, script, steps = load_agent(path)
         for bot in args.bots:
             r = play(agent, script, bot, args.games, args.seed)
+            wins[bot].append(r["win"])
             lines.append(
                 f"| `{path}` | {steps} | `{bot}` | {r['take']:.2f} ({r['n_take']}) | {r['p_take']:.2f} | "
                 f"{r['block']:.2f} ({r['n_block']}) | "
                 f"{r['p_block']:.2f} | {r['give_away']:.2f} | {r['win']:.2f} |"
             )
             print(lines[-1], flush=True)
+    lines += ["", "| vs | win rate of each model | mean ± std | models that won ≥ 50 % |", "|---|---|---|---|"]
+    for bot, rates in wins.items():
+        each, spread = ", ".join(f"{w:.2f}" for w in rates), pv.over_seeds(rates, ".2f", counts=False)
+        lines.append(f"| `{bot}` | {each} | {spread} | {sum(w >= 0.5 for w in rates)} of {len(rates)} |")
     print("\n".join(lines))
+    if args.block:
+        pv.write_block(pv.ROOT / "docs" / "research-log.md", args.block, "\n".join(lines))
 
 
 if __name__ == "__main__":
