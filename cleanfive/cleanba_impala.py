@@ -545,4 +545,8 @@ if __name__ == "__main__":
             print(f"model saved to {model_path}")
         writer.close()
     if distributed:
+        # a gloo worker drops its last collective's tensors (taking the GIL) just after the collective returns, and a
+        # drop that falls in interpreter shutdown aborts the process (std::terminate): waiting here for the other
+        # process, GIL released, lets it finish first
+        dist.barrier()
         dist.destroy_process_group()

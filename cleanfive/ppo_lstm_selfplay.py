@@ -1042,6 +1042,10 @@ if __name__ == "__main__":
 
     writer.close()
     if world_size > 1:
+        # a gloo worker drops its last collective's tensors (taking the GIL) just after the collective returns, and a
+        # drop that falls in interpreter shutdown aborts the process (std::terminate): waiting here for the other
+        # process, GIL released, lets it finish first
+        dist.barrier()
         dist.destroy_process_group()
     if rank == 0:
         print(f"params_sha256={params_sha256(agent)}")
