@@ -27,7 +27,12 @@ LATE = 5 / 6  # "last sixth": the evaluations from this share of a run's last st
 MEASURED = ("cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")  # with the script and the world's file
 # per world: its references weakest first (the script's default --references), the win-rate targets, the docs block
 WORLDS = {
-    "ConnectFour-v1": (["random", "greedy", "lookahead"], [("random", 0.95), ("lookahead", 0.60)], "connect4", "board"),
+    "ConnectFour-v1": (
+        ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))],
+        [("random", 0.95), ("lookahead", 0.60), ("search2", 0.50)],  # the last: issue 40's target
+        "connect4",
+        "board",
+    ),
     "Moba5v5-v0": (["random", "push", "lasthit"], [("random", 0.95), ("push", 0.5), ("lasthit", 0.5)], "moba", "moba"),
     # a goal ends the game, so a win is a goal scored first (draw: no goal in 500 steps)
     "VmasFootball-v0": (["random", "chase", "vmas_ai"], [("random", 0.5), ("chase", 0.5)], "football", "football"),
