@@ -2,6 +2,7 @@
 facts that cleanfive/envs/atari.py relies on, and end-to-end runs (single process, --sync, --policy-lag, torchrun)
 in subprocesses with tiny budgets."""
 
+import os
 import queue
 import re
 import socket
@@ -447,3 +448,28 @@ def test_user_errors_exit_2_with_one_line(driven, case):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and USER_ERRORS[case][1] in lines[0], result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_torchrun_runs_exit_without_an_abort_when_many_run_at_once(tmp_path):
+    """Regression test of the SIGABRT at exit that the flag fuzz found (issue 39, cleanba case 24): a gloo worker
+    dropped the last collective's tensors during interpreter shutdown. 24 tiny torchrun runs, 3 at a time on a busy
+    machine; before the barrier before destroy_process_group about 1 in 16 aborted (so this would have failed with
+    probability ~0.8), after it none of 54 did. A race, so a pass is evidence, not proof."""
+    flags = ["--local-num-envs", "4", "--num-actor-threads", "2", "--num-steps", "8", "--num-minibatches", "4"]
+    flags += ["--policy-lag", "1", "--total-timesteps", "192", "--save-every", "1", "--no-cuda"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    aborted = []
+    for batch in range(8):
+        procs = []
+        for i in range(3):
+            cwd = tmp_path / f"{batch}_{i}"
+            cwd.mkdir()
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+            cmd += [str(SCRIPT), *flags]
+            procs.append(subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            if proc.returncode != 0:
+                aborted.append(err.decode()[-2000:])
+    assert not aborted, f"{len(aborted)} of 24 runs failed; the first:\n{aborted[0]}"
