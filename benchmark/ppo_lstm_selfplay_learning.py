@@ -134,9 +134,13 @@ def main() -> None:
     x, xlabel = ("cpu", "CPU time of the run (minutes)") if args.clock == "cpu" else ("time", "wall time (minutes)")
     for s in args.seeds:
         axes[0].plot([r[x] / 60 for r in runs[s]], [r["mu"] for r in runs[s]], label=f"seed {s}")
-        for ref in references:
+    for k, ref in enumerate(references):  # one colour per reference, its seeds alike (a legend entry per reference)
+        for s in args.seeds:
             rows = [r for r in runs[s] if ref in r]
-            axes[1].plot([r[x] / 60 for r in rows], [r[ref] for r in rows], ".-", label=f"seed {s} vs {ref}")
+            label = f"vs {ref}" if s == args.seeds[0] else None
+            axes[1].plot(
+                [r[x] / 60 for r in rows], [r[ref] for r in rows], ".-", ms=3, lw=0.8, color=f"C{k}", label=label
+            )
     for ref, mu in ratings.items():  # the references' ratings, fitted at the start of each run
         axes[0].axhline(mu, ls=":", color="gray")
         axes[0].annotate(ref, (0, mu), fontsize=7, color="gray", va="bottom")
