@@ -44,9 +44,9 @@ SETTINGS = {
     "boot-before": [],  # the script at BEFORE[setting]
     "ladder": ["--bot-opponents", "random", "greedy", "lookahead", "search1", "search2"],
     "upper": ["--bot-opponents", "lookahead", "search1", "search2"],
-    "ladder75": ["--bot-opponents", "random", "greedy", "lookahead", "search1", "search2", "--bot-fraction", "0.75"],
+    "ladder75": ["--bot-opponents", "random", "greedy", "lookahead", "search1", "search2"]
+    + ["--bot-fraction", "0.75", "--bot-fraction-end", "0.75"],
 }
-SETTINGS["ladder75"] += ["--bot-fraction-end", "0.75"]
 BEFORE = {"boot-before": "d753023"}  # setting: the commit of the script it runs (the rest: this tree's)
 # per screen: total timesteps (ep2's 1.8x), wall seconds per run, the settings, the flags under every setting, and
 # the references whose win rates the table shows
