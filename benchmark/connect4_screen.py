@@ -14,7 +14,6 @@ today's worlds and bots) against today's (``base``), and training opponents that
     uv run --all-extras python benchmark/connect4_screen.py --screen ladder --seeds 1 2 3 --jobs 16
 """
 
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -71,14 +70,7 @@ def flags(setting: str, steps: int, base: list[str]) -> list[str]:
 
 def script(setting: str) -> str:
     """The training script of ``setting``: this tree's, or that of BEFORE[setting] (written to benchmark/out/)."""
-    if setting not in BEFORE:
-        return str(SCRIPT)
-    path = pv.ROOT / "benchmark" / "out" / f"ppo_lstm_selfplay_{BEFORE[setting]}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shown = subprocess.run(["git", "show", f"{BEFORE[setting]}:cleanfive/ppo_lstm_selfplay.py"], cwd=pv.ROOT,
-                           capture_output=True, text=True, check=True)  # fmt: skip
-    path.write_text(shown.stdout)
-    return str(path)
+    return str(pv.script_at(BEFORE[setting], SCRIPT) if setting in BEFORE else SCRIPT)
 
 
 def run(setting: str, seed: int, steps: int, seconds: float, base: list[str]) -> dict:

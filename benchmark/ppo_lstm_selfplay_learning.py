@@ -4,10 +4,13 @@ Runs one process per seed (``--jobs`` at a time, one torch thread each when more
 time or (``--clock cpu``) of its own CPU time, reads the evaluation lines it prints and tabulates per seed and across
 seeds when the win rate against each reference bot first reached a threshold (wall time, CPU time, steps) and the
 TrueSkill reached. Writes a plot and the table into docs/ppo_lstm_selfplay.md between the world's markers (or
-``--block``'s) unless --no-docs.
+``--block``'s) unless --no-docs. ``--script-at`` trains the script of an earlier commit instead: a change's own
+effect, side by side.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
+    uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --seeds 1 2 3 --minutes 30 --clock cpu --jobs 3 \
+        --script-at d753023 --block connect4_boot_before
 """
 
 import argparse
@@ -44,12 +47,14 @@ PARSER.add_argument("--minutes", type=float, default=30.0, help="budget per seed
 PARSER.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: the run's own CPU time")
 PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")
 PARSER.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
+PARSER.add_argument("--script-at", metavar="COMMIT", help="train the script as of COMMIT (with this tree's worlds)")
 
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
     """Run one seed for ``--minutes`` of ``--clock``; its evaluations (``rows``: wall and CPU seconds, step, mu, load,
     win rates) and the references' ratings it printed at the start (``ratings``)."""
-    cmd = [sys.executable, "-u", str(SCRIPT), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
+    script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
+    cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
     rows, ratings, start = [], {}, time.time()
     for line, cpu in pv.stream([*cmd, *args.extra], 1 if args.jobs > 1 else None):
         if line.startswith("reference ratings: "):
@@ -67,6 +72,7 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
     --from-results, run it and keep it (so that one table can span sittings)."""
     expected = {"env_id": args.env_id, "seed": seed, "minutes": args.minutes, "clock": args.clock}
     expected |= {"threads": 1 if args.jobs > 1 else None, "extra": args.extra}
+    expected |= {"script_at": args.script_at} if args.script_at else {}  # (absent from the runs of this tree's script)
     path = args.results / block / f"seed{seed}.json"
     code = (SCRIPT, f"cleanfive/envs/{WORLDS[args.env_id][3]}.py", *MEASURED)
     return pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, partial(run_seed, seed, args), code)
@@ -115,6 +121,7 @@ def main() -> None:
             rows.append((f"mean {label}, last sixth of the steps", late_means, ".2f", 1.0))
         rows.append((f"best {label}", [max(v) if v else np.nan for v in values.values()], ".2f", 1.0))
     note += f" Runs {pv.kept_provenance(kept)}."
+    note += f" The script as of `{args.script_at}`, with this tree's worlds." if args.script_at else ""
     lines = [*pv.header(PARSER, args, None, ".", note), *pv.seed_table(args.seeds, rows)]
     for label, values in [
         ("environment steps per second", [r[-1]["step"] / r[-1]["time"] if r else np.nan for r in runs.values()]),

@@ -229,6 +229,18 @@ def last_line(cmd: list[str], prefix: str, cwd: Path = ROOT) -> dict[str, str]:
     return fields(lines[-1])
 
 
+def script_at(commit: str, script: Path) -> Path:
+    """``script`` (a path under the root) as it was at ``commit``, written to benchmark/out/ to run with this tree's
+    worlds and helpers: one change's effect, side by side with today's script."""
+    path = ROOT / "benchmark" / "out" / f"{script.stem}_{commit}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    where = f"{commit}:{script.relative_to(ROOT).as_posix()}"
+    shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
+    check(shown.returncode == 0, f"git has no {where}; give a commit of this repository that has the script")
+    path.write_text(shown.stdout)
+    return path
+
+
 def script_flags(script: Path) -> set[str]:
     """The flags tyro makes of a cleanfive script's ``Args`` fields (and ``--no-<flag>`` of the booleans), read from
     its source without importing it."""
