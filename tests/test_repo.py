@@ -378,3 +378,20 @@ def test_connect4_tactics_says_in_one_line_when_a_model_cannot_be_read(tmp_path)
         result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert f"cannot read --models {path}" in result.stderr
+
+
+def test_script_at_writes_a_commits_script_and_refuses_an_unknown_commit(capsys):
+    """The learning harness's --script-at: the script as git holds it at a commit, and one line where git has none."""
+    script = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
+    shown = subprocess.run(["git", "show", "HEAD:cleanfive/ppo_lstm_selfplay.py"], cwd=ROOT, capture_output=True)
+    if shown.returncode != 0:
+        pytest.skip("a copy of the tree without git history")
+    path = provenance.script_at("HEAD", script)
+    try:
+        assert path.parent == ROOT / "benchmark" / "out" and path.read_bytes() == shown.stdout
+    finally:
+        path.unlink()
+    with pytest.raises(SystemExit) as stop:
+        provenance.script_at("no-such-commit", script)
+    assert stop.value.code == 2
+    assert "git has no no-such-commit:cleanfive/ppo_lstm_selfplay.py" in capsys.readouterr().err
