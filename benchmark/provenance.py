@@ -296,7 +296,7 @@ def kept_or_run(path: Path, label: str, expected: dict, kept_only: bool, train: 
         return kept
     if kept_only:
         return None
-    stamp = {"code": code_version(*code)}  # the code that trains, before it does
+    stamp = {"code": code_version(*code), "started": now()}  # the code that trains, before it does
     result = train() | expected | stamp | {"date": now(), "machine": machine(), "load": os.getloadavg()[0]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".tmp").write_text(json.dumps(result, indent=1) + "\n")
@@ -305,11 +305,16 @@ def kept_or_run(path: Path, label: str, expected: dict, kept_only: bool, train: 
 
 
 def kept_provenance(kept: list[dict]) -> str:
-    """When, at which commits, on which machines and under what load kept results were trained, in one phrase."""
+    """When, at which commits, on which machines and under what load kept results were trained, in one phrase (runs
+    kept before their start was stamped give their end dates only)."""
     dates, loads = sorted(run["date"] for run in kept), [run["load"] for run in kept]
+    starts = sorted(run["started"] for run in kept if "started" in run)
+    when = (
+        f"trained from {starts[0]} to {dates[-1]}" if len(starts) == len(kept) else f"ended {dates[0]} to {dates[-1]}"
+    )
     codes, machines = sorted({run["code"] for run in kept}), sorted({run["machine"] for run in kept})
     return (
-        f"trained from {dates[0]} to {dates[-1]} at commit(s) {', '.join(f'`{c}`' for c in codes)} on "
+        f"{when} at commit(s) {', '.join(f'`{c}`' for c in codes)} on "
         f"{', '.join(machines)}; 1-minute load average at the end of a run {min(loads):.1f}-"
         f"{max(loads):.1f} (n: n cores busy)"
     )

@@ -210,14 +210,14 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
 
 def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
     """--from-results builds Table 8.1 from the kept per-run files alone: a seed without a file is counted as missing,
-    and a file trained with another budget is not reused."""
+    and a file trained with another budget is not reused; the runs' dates span their starts where they were stamped."""
     import json
 
-    def kept(seed, sparse, steps=100_000):
+    def kept(seed, sparse, steps=100_000, **started):
         summary = {"sparse_return": sparse, "t_first": 10.0 * seed, "plo_skips_main": 0.0, "SPS": 100.0}
         summary |= {"eval_sparse_return": sparse, "wall": 60.0, "total_timesteps": steps, "extra": []}
         summary |= {"code": "abc1234", "date": f"2026-01-0{seed} 00:00 UTC", "machine": "test machine", "load": 1.0}
-        (tmp_path / f"LearnToAttack__shaped__seed{seed}.json").write_text(json.dumps(summary))
+        (tmp_path / f"LearnToAttack__shaped__seed{seed}.json").write_text(json.dumps(summary | started))
 
     kept(1, 9.0)
     kept(2, 11.0)
@@ -228,7 +228,11 @@ def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "from 2 of the 3 runs asked for" in result.stdout
     assert "| shaped reward (second baseline) | 10.00 ± 1.00 (2/3) / 10.00 ± 0.00 |" in result.stdout
-    assert "from 2026-01-01 00:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
+    assert "ended 2026-01-01 00:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
+    kept(1, 9.0, started="2025-12-31 23:00 UTC")
+    kept(2, 11.0, started="2026-01-01 23:00 UTC")
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert "trained from 2025-12-31 23:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
     result = subprocess.run([*cmd[:-3], "3"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "no kept results" in result.stderr
 
