@@ -107,8 +107,12 @@ def main() -> None:
     reached = [(f"win rate ≥ {threshold:.0%} vs `{key}`", key, threshold) for key, threshold in targets]
     for name, mu in sorted(ratings.items(), key=lambda item: item[1]):
         reached += [(f"TrueSkill μ ≥ `{name}`'s {mu:.2f}", "mu", mu)] if mu > 0 else []
+    never = []  # reached by no seed: named under the table, not three rows of dashes
     for what, key, threshold in reached:
         reach = [pv.first_reach(runs[s], key, threshold) for s in args.seeds]
+        if not any(reach):
+            never.append(what)
+            continue
         for field, scale, unit in [("time", 60.0, "min"), ("cpu", 60.0, "CPU min"), ("step", 1e6, "M steps")]:
             rows.append((f"first {what} ({unit})", [r.get(field, np.nan) for r in reach], ".2f", scale))
     for key in ["mu", *references]:
@@ -132,6 +136,7 @@ def main() -> None:
         ),
     ]:
         lines.append(f"| {label} | " + " | ".join(f"{v:.0f}" if v > 10 else f"{v:.2f}" for v in values) + " | |")
+    lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
     table = "\n".join(lines)
     print(table)
     if args.no_docs:
@@ -153,6 +158,7 @@ def main() -> None:
         axes[0].annotate(ref, (0, mu), fontsize=7, color="gray", va="bottom")
     axes[0].set(xlabel=xlabel, ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
     axes[1].set(xlabel=xlabel, ylabel="win rate", title="win rate vs references", ylim=(0, 1))
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the curves, not over them
     plot = pv.ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{block}_trueskill.png"
     pv.save_plot(fig, plot)
     image = f"![TrueSkill and win rates against {xlabel.split(' (')[0]}](img/{plot.name})"

@@ -272,10 +272,11 @@ def subplots(*args, **kwargs) -> tuple:
 
 
 def save_plot(fig, path: Path) -> None:
-    """A grid and a legend on every axis of ``fig``, then save it to ``path``."""
+    """A grid and a legend on every axis of ``fig`` (where the caller placed none), then save it to ``path``."""
     for ax in fig.axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend() is None:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
