@@ -9,8 +9,8 @@ effect, side by side.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
-    uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --seeds 1 2 3 --minutes 30 --clock cpu --jobs 3 \
-        --script-at d753023 --block connect4_boot_before
+    uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --seeds 1 2 3 --minutes 30 --clock cpu \\
+        --jobs 3 --script-at d753023 --block connect4_boot_before
 """
 
 import argparse

@@ -14,6 +14,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -231,13 +232,16 @@ def last_line(cmd: list[str], prefix: str, cwd: Path = ROOT) -> dict[str, str]:
 
 def script_at(commit: str, script: Path) -> Path:
     """``script`` (a path under the root) as it was at ``commit``, written to benchmark/out/ to run with this tree's
-    worlds and helpers: one change's effect, side by side with today's script."""
+    worlds and helpers: one change's effect, side by side with today's script. Written atomically, as the runs of a
+    benchmark's threads each ask for it while others may already be starting it."""
     path = ROOT / "benchmark" / "out" / f"{script.stem}_{commit}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     where = f"{commit}:{script.relative_to(ROOT).as_posix()}"
     shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
     check(shown.returncode == 0, f"git has no {where}; give a commit of this repository that has the script")
-    path.write_text(shown.stdout)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as part:
+        part.write(shown.stdout)
+    Path(part.name).replace(path)
     return path
 
 
