@@ -18,15 +18,19 @@ hides the difference from a training loop.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 
 from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv
 from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
 from cleanfive.envs.moba import MOBA_ENV_IDS, make_moba
-from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings
+from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings, rating_from_dict
 
 TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
 
@@ -98,19 +102,41 @@ def play_bots(
     return scores
 
 
-def rate_bots(env, env_id: str, references: list[str], games: int, cache_dir: str = "runs/reference_ratings") -> dict:
-    """Ratings of the bots ``references`` of the world ``env`` (``make_team_env(env_id, ...)``) from ``games`` games
-    per pair among them, the first pinned at mu = 0 (OpenAI Five, Appendix J). Kept as JSON in ``cache_dir`` per world,
-    version of its code (bots included), team size, bot set and game count: later runs read them instead."""
+SHIPPED_RATINGS = Path(__file__).with_name("reference_ratings.json")  # written by benchmark/reference_ratings.py
+
+
+def ratings_key(env, env_id: str, references: list[str], games: int) -> str:
+    """The name of the reference ratings of the world ``env`` (``make_team_env(env_id, ...)``): world, team size, bot
+    set, games per pair and the version of the world's code (a hash of its module, bots included)."""
     with open(sys.modules[type(env).__module__].__file__, "rb") as source:
         world_code = hashlib.sha256(source.read()).hexdigest()[:8]
-    key = "__".join([env_id, f"{env.num_heroes}_heroes", *references, f"{games}_games", world_code])
+    return "__".join([env_id, f"{env.num_heroes}_heroes", *references, f"{games}_games", world_code])
 
-    def play() -> dict:
-        results = []
-        for i, a in enumerate(references):
-            for b in references[i + 1 :]:
-                results += [(a, b, float(s)) for s in play_bots(env_id, a, b, games, 0, env.num_heroes)]
-        return fit_reference_ratings(results, anchor=references[0])
 
-    return cached_ratings(f"{cache_dir}/{key}.json", play)
+def fit_bots(env_id: str, num_heroes: int, references: list[str], games: int) -> dict:
+    """Ratings of the bots ``references`` from ``games`` games per pair among them (seed 0), the first pinned at
+    mu = 0 (OpenAI Five, Appendix J); prints a line at the start and every 10 s while it plays."""
+    pairs = [(a, b) for i, a in enumerate(references) for b in references[i + 1 :]]
+    print(f"rating the references of {env_id} once: {len(pairs)} pairs x {games} games", flush=True)
+    results, start, shown = [], time.time(), time.time()
+    for done, (a, b) in enumerate(pairs, 1):
+        results += [(a, b, float(s)) for s in play_bots(env_id, a, b, games, 0, num_heroes)]
+        if time.time() - shown > 10 or done == len(pairs):
+            shown = time.time()
+            print(f"  {done}/{len(pairs)} pairs played in {shown - start:.0f}s", flush=True)
+    ratings = fit_reference_ratings(results, anchor=references[0])
+    print(f"  ratings fitted to the {len(results)} games in {time.time() - start:.0f}s in all", flush=True)
+    return ratings
+
+
+def rate_bots(env, env_id: str, references: list[str], games: int, cache_dir: str = "runs/reference_ratings") -> dict:
+    """Ratings of the bots ``references`` of the world ``env`` (``make_team_env(env_id, ...)``) from ``games`` games
+    per pair among them (:func:`fit_bots`). Those that ship with the package (``SHIPPED_RATINGS``: every world's
+    default references at the scripts' default games) are read when world, team size, bot set, games and code version
+    match; others are played once and kept as JSON in ``cache_dir``, which later runs read instead."""
+    key = ratings_key(env, env_id, references, games)
+    shipped = json.loads(SHIPPED_RATINGS.read_text()) if SHIPPED_RATINGS.exists() else {}
+    if key in shipped:
+        return {name: rating_from_dict(r) for name, r in shipped[key]["ratings"].items()}
+    compute = functools.partial(fit_bots, env_id, env.num_heroes, list(references), games)
+    return cached_ratings(f"{cache_dir}/{key}.json", compute)
