@@ -17,6 +17,7 @@ import provenance as pv
 
 from cleanfive.envs.teams import SHIPPED_RATINGS, TEAM_ENV_IDS, fit_bots, make_team_env, ratings_key
 
+WORLD_CODE = ("cleanfive/envs/board.py", "cleanfive/envs/moba.py", "cleanfive/envs/football.py")  # the bots too
 GAMES = 400  # the default --reference-games of ppo_lstm_selfplay.py and five_surgery.py
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--worlds", nargs="+", default=list(TEAM_ENV_IDS), choices=TEAM_ENV_IDS, help="worlds to rate")
@@ -26,7 +27,7 @@ PARSER.add_argument("--games", type=int, default=GAMES, help="games per pair of 
 if __name__ == "__main__":
     args = PARSER.parse_args()
     shipped = json.loads(SHIPPED_RATINGS.read_text()) if SHIPPED_RATINGS.exists() else {}
-    code, rows = pv.code_version("cleanfive/envs"), []
+    code, rows = pv.code_version("cleanfive/envs/teams.py", *WORLD_CODE, "cleanfive/trueskill_league.py"), []
     for env_id in args.worlds:
         env = make_team_env(env_id, 1, 0)
         references = list(env.bot_names)
@@ -45,6 +46,7 @@ if __name__ == "__main__":
     print("| world | heroes | rated in | references (TrueSkill mu ± sigma) |")
     print("|---|---:|---:|---|")
     for env_id, heroes, seconds, ratings in rows:
-        ladder = ", ".join(f"`{k}` {r.mu:.2f} ± {r.sigma:.2f}" for k, r in sorted(ratings.items(), key=lambda i: i[1].mu))
+        ranked = sorted(ratings.items(), key=lambda item: item[1].mu)
+        ladder = ", ".join(f"`{name}` {r.mu:.2f} ± {r.sigma:.2f}" for name, r in ranked)
         print(f"| {env_id} | {heroes} | {seconds:.0f} s | {ladder} |")
     print(f"saved {SHIPPED_RATINGS.relative_to(pv.ROOT)}")
