@@ -41,7 +41,7 @@ def next_model(cwd: Path, proc: subprocess.Popen, after: int) -> dict:
     with its step; waits for the run to write one."""
     while True:
         for path in cwd.glob("runs/*/checkpoint.pt"):
-            saved = torch.load(path, map_location="cpu", weights_only=False)
+            saved = torch.load(path, map_location="cpu", weights_only=True)  # data, never code
             if saved["global_step"] > after:
                 return {key: saved[key] for key in ("script", "args", "model", "global_step")}
         pv.check(proc.poll() is None, f"the run in {cwd} stopped (exit code {proc.returncode}) before its checkpoint")

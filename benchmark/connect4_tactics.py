@@ -39,7 +39,7 @@ PARSER.add_argument("--block", help="also write the tables into this docs block 
 def load_agent(path: str):
     """The script's Agent with the weights of ``path``, the script module, and the step the weights were saved at."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = torch.load(path, map_location="cpu", weights_only=True)  # data, never code
         env_id = saved["args"]["env_id"]
     except Exception as exc:  # a missing or foreign file: one line, exit 2 (before the script's imports)
         pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")

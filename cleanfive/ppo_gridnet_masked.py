@@ -1,6 +1,7 @@
 # docs and experiment results: docs/ppo_gridnet_masked.md (mkdocs site: `uv run --all-extras mkdocs serve`)
 import hashlib
 import os
+import pickle
 import random
 import sys
 import time
@@ -105,6 +106,9 @@ CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer",
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
 # shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
+NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor} (files hold data, never pickled objects)
+
+
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
@@ -117,24 +121,51 @@ def check(ok: bool, message: str) -> None:
 
 
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2. A file is
+    data, never code: torch.load(weights_only=True) reads tensors and plain values and refuses anything else."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = from_plain(torch.load(path, map_location="cpu", weights_only=True))
         if saved.get("script") != os.path.basename(__file__):
             raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
+    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
 
 
+def to_plain(tree):
+    """`tree` as tensors and plain values only (what weights_only=True reads): NumPy arrays as {NDARRAY: tensor},
+    NumPy scalars as Python numbers; dicts, lists and tuples kept."""
+    if isinstance(tree, np.ndarray):
+        return {NDARRAY: torch.from_numpy(tree.copy())}
+    if isinstance(tree, np.generic):
+        return tree.item()
+    if isinstance(tree, dict):
+        return type(tree)((key, to_plain(value)) for key, value in tree.items())
+    return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
+def from_plain(tree):
+    """The inverse of `to_plain`: {NDARRAY: tensor} back to NumPy arrays."""
+    if isinstance(tree, dict) and set(tree) == {NDARRAY}:
+        return tree[NDARRAY].numpy()
+    if isinstance(tree, dict):
+        return type(tree)((key, from_plain(value)) for key, value in tree.items())
+    return type(tree)(from_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
 def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    """torch.save of `obj` as plain data to a temporary file, then a rename: a reader never sees a half-written file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    torch.save(to_plain({"script": os.path.basename(__file__), **obj}), path + ".tmp")
     os.replace(path + ".tmp", path)
 
 

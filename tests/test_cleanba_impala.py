@@ -392,7 +392,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_lags_one_version(seeded_runs):
     first_mb = tags["losses/first_minibatch_max_abs_logratio"]
     assert first_mb[0] < 1e-5 and min(first_mb[1:]) > 1e-4
     assert len(tags["charts/episodic_return"]) >= 1
-    saved = torch.load(run_dir / "cleanba_impala.cleanfive_model", weights_only=False)
+    saved = torch.load(run_dir / "cleanba_impala.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == "Breakout-v5" and saved["args"]["policy_lag"] == 1
     assert "actor.weight" in saved["model"]
     (final,) = FINAL.findall(stdout)
@@ -403,7 +403,7 @@ def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(s
     (out_a, tags_a, _), (out_b, tags_b, run_dir_b), (out_c, tags_c, _) = seeded_runs
     hash_a, hash_b, hash_c = (FINAL.findall(out)[0][3] for out in (out_a, out_b, out_c))
     assert hash_a == hash_b != hash_c
-    checkpoint = torch.load(run_dir_b / "checkpoint.pt", weights_only=False)
+    checkpoint = torch.load(run_dir_b / "checkpoint.pt", weights_only=True)
     assert checkpoint["iteration"] == 4 and checkpoint["global_step"] == 512
     timing = {"charts/SPS", "stats/rollout_queue_get_time", "stats/param_queue_get_time"}
     for tag in set(tags_a) - timing:

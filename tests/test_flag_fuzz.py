@@ -223,7 +223,7 @@ KILLER = """import os, runpy, signal, sys, torch
 stop, script, replace = int(sys.argv[1]), sys.argv[2], os.replace
 def replace_then_kill(src, dst, *rest, **kw):
     replace(src, dst, *rest, **kw)
-    if str(dst).endswith("checkpoint.pt") and torch.load(dst, weights_only=False)["iteration"] >= stop:
+    if str(dst).endswith("checkpoint.pt") and torch.load(dst, weights_only=True)["iteration"] >= stop:
         os.kill(os.getpid(), signal.SIGKILL)
 os.replace, sys.argv = replace_then_kill, sys.argv[2:]
 runpy.run_path(script, run_name="__main__")
@@ -240,7 +240,7 @@ def killed_and_resumed(script, case, cwd, v0_model, stop_at):
     killed = run([*cmd[:at], str(cwd / "killer.py"), str(stop_at), *cmd[at:]], cwd)
     assert killed.returncode != 0, "the run ended before its checkpoint reached the update to kill it at"
     (path,) = cwd.glob("runs/*/checkpoint.pt")
-    resumed_from = torch.load(path, weights_only=False)["iteration"]  # read now: the resumed run writes it again
+    resumed_from = torch.load(path, weights_only=True)["iteration"]  # read now: the resumed run writes it again
     resume = {"flags": ["--resume", str(path)], "processes": case["processes"]}  # the checkpoint holds the rest
     return final_hash(run(command(script, resume, None), cwd)), resumed_from
 

@@ -322,7 +322,7 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(dri
     # gridnet's statistics (0 under invalid action masking) and its TrueSkill league
     assert float(fields["a_null"]) == float(fields["invalid"]) == 0 and "trueskill_mu" in fields
     assert sum(line.startswith("league bot=") for line in result.stdout.splitlines()) == 2
-    saved = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=False)
+    saved = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=True)
     assert result.stdout.splitlines()[-1] == f"params_sha256={state_dict_sha256(saved['model'])}"
     assert saved["args"]["task"] == "LearnToAttack" and saved["args"]["epsilon_end"] == 0.0
     assert not unchanged(saved["model"], "0.") and not unchanged(saved["model"], "1.")  # both learned
@@ -344,7 +344,7 @@ def test_produce_combat_units_plo_leaves_the_main_policy_bit_identical(driven):
     run_dir, events = scalar_tags(tmp_path)
     assert [e.value for e in events.Scalars("charts/plo_skipped_main")] == [1.0, 1.0]
     assert "losses/policy_loss" not in events.Tags()["scalars"] and "losses/policy_loss_aux" in events.Tags()["scalars"]
-    model = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=False)["model"]
+    model = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=True)["model"]
     assert unchanged(model, "0.") and not unchanged(model, "1.")
 
 
@@ -358,7 +358,7 @@ def test_defeat_random_enemy_shaped_baseline_trains_the_auxiliary_policy_only(dr
     assert "losses/policy_loss_aux" in tags and "losses/policy_loss" not in tags
     assert {e.value for e in events.Scalars("charts/epsilon")} == {1.0}
     assert {e.value for e in events.Scalars("charts/episodic_return")} <= {-1.0, 0.0, 1.0}  # R_M: the outcome
-    model = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=False)["model"]
+    model = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=True)["model"]
     assert unchanged(model, "0.") and not unchanged(model, "1.")
 
 
@@ -378,7 +378,7 @@ def test_resume_after_sigkill_continues_the_same_run(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     (path,) = tmp_path.glob("runs/*/checkpoint.pt")
-    checkpoint = torch.load(path, weights_only=False)
+    checkpoint = torch.load(path, weights_only=True)
     k, g = checkpoint["iteration"], checkpoint["global_step"]
     assert k % 2 == 0 and g == k * 256 and checkpoint["args"]["strategy"] == "sparse"
     assert {"model", "optimizer", "rng", "history", "plo_skips", "run_name"} <= checkpoint.keys()

@@ -291,7 +291,7 @@ def test_tiny_masking_run_metrics_league_save_and_eval_mode(driven):
     assert float(fields["a_null"]) == float(fields["invalid"]) == float(fields["eval_mask_invalid"]) == 0
     assert float(fields["eval_nomask_a_null"]) > 0  # without its mask the policy acts on empty cells
     assert sum(line.startswith("league bot=") for line in result.stdout.splitlines()) == 2
-    saved = torch.load(run_dir / "ppo_gridnet_masked.cleanfive_model", weights_only=False)
+    saved = torch.load(run_dir / "ppo_gridnet_masked.cleanfive_model", weights_only=True)
     assert saved["args"]["strategy"] == "masking" and "critic.3.weight" in saved["model"]
     digest = hashlib.sha256()  # the last line: params_sha256 of the final parameters, equal to the saved model's
     for key, value in saved["model"].items():
