@@ -2,6 +2,7 @@
 import copy
 import hashlib
 import os
+import pickle
 import random
 import sys
 import time
@@ -129,6 +130,9 @@ LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
 # shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
+NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor} (files hold data, never pickled objects)
+
+
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
@@ -141,24 +145,51 @@ def check(ok: bool, message: str) -> None:
 
 
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2. A file is
+    data, never code: torch.load(weights_only=True) reads tensors and plain values and refuses anything else."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = from_plain(torch.load(path, map_location="cpu", weights_only=True))
         if saved.get("script") != os.path.basename(__file__):
             raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
+    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
 
 
+def to_plain(tree):
+    """`tree` as tensors and plain values only (what weights_only=True reads): NumPy arrays as {NDARRAY: tensor},
+    NumPy scalars as Python numbers; dicts, lists and tuples kept."""
+    if isinstance(tree, np.ndarray):
+        return {NDARRAY: torch.from_numpy(tree.copy())}
+    if isinstance(tree, np.generic):
+        return tree.item()
+    if isinstance(tree, dict):
+        return type(tree)((key, to_plain(value)) for key, value in tree.items())
+    return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
+def from_plain(tree):
+    """The inverse of `to_plain`: {NDARRAY: tensor} back to NumPy arrays."""
+    if isinstance(tree, dict) and set(tree) == {NDARRAY}:
+        return tree[NDARRAY].numpy()
+    if isinstance(tree, dict):
+        return type(tree)((key, from_plain(value)) for key, value in tree.items())
+    return type(tree)(from_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
 def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    """torch.save of `obj` as plain data to a temporary file, then a rename: a reader never sees a half-written file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    torch.save(to_plain({"script": os.path.basename(__file__), **obj}), path + ".tmp")
     os.replace(path + ".tmp", path)
 
 
@@ -322,13 +353,25 @@ def agent_from_state(state):
     return agent
 
 
+def same_or_later(old_env_id: str, env_id: str) -> bool:
+    """`env_id` is the world `old_env_id` at the same or a later version ("Name-vK"; versions compared as numbers)."""
+    (old_world, _, old_version), (world, _, version) = old_env_id.rpartition("-v"), env_id.rpartition("-v")
+    numbers = old_version.isdigit() and version.isdigit()
+    return world == old_world and numbers and int(version) >= int(old_version)
+
+
 def load_trained(path: str, flag: str) -> tuple[dict, str, Agent]:
     """(file, world, network) of a model of ppo_lstm_selfplay.py ("script" key or not) or of this one, else exit 2."""
     try:
-        trained = torch.load(path, map_location="cpu", weights_only=False)
+        trained = from_plain(torch.load(path, map_location="cpu", weights_only=True))  # data, never code
         if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
             raise ValueError(f"it was written by {trained['script']}")
         return trained, trained["args"]["env_id"], agent_from_state(trained["model"])
+    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot use {flag} {path} ({reason}); pass a model of ppo_lstm_selfplay.py or of this script")
@@ -813,11 +856,14 @@ def reference_evaluator(envs, args: Args, references: list[str], checkpoint: dic
 
 
 def evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name) -> None:
-    """--eval-only: the saved model against every reference, printed."""
+    """--eval-only: the saved model against every reference (sampled actions, each side in half of the games),
+    printed as a Markdown table, then its TrueSkill rating."""
     video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
     results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
+    print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
     for name, (win, draw, loss) in results.items():
-        print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
+        mu = evaluator.references[name].mu
+        print(f"| `{name}` | {mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {args.eval_games} |")
     print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
 
 
@@ -865,9 +911,10 @@ if __name__ == "__main__":
     # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
     check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
     trained, old_env_id, unoperated = load_trained(args.checkpoint, "--eval-only" if saved else "--checkpoint")
-    (old_world, _, old_version), (new_world, _, new_version) = old_env_id.rpartition("-v"), args.env_id.rpartition("-v")
-    same_world = old_world == new_world and new_version >= old_version
-    check(same_world, f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version")
+    check(
+        same_or_later(old_env_id, args.env_id),
+        f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version",
+    )
     args.num_heroes = unoperated.num_heroes
     envs = make_envs(args, checkpoint, rank)
     references, score_weights = check_world(args, envs, world_size)

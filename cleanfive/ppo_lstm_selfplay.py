@@ -2,6 +2,7 @@
 import copy
 import hashlib
 import os
+import pickle
 import random
 import sys
 import time
@@ -115,6 +116,9 @@ BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this ma
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
 # shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
+NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor} (files hold data, never pickled objects)
+
+
 def usage_error(message: str) -> None:
     """One clear line and exit code 2 for a user error: no traceback."""
     print(f"error: {message}", file=sys.stderr)
@@ -127,24 +131,51 @@ def check(ok: bool, message: str) -> None:
 
 
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2."""
+    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2. A file is
+    data, never code: torch.load(weights_only=True) reads tensors and plain values and refuses anything else."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = from_plain(torch.load(path, map_location="cpu", weights_only=True))
         if saved.get("script") != os.path.basename(__file__):
             raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
+    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
 
 
+def to_plain(tree):
+    """`tree` as tensors and plain values only (what weights_only=True reads): NumPy arrays as {NDARRAY: tensor},
+    NumPy scalars as Python numbers; dicts, lists and tuples kept."""
+    if isinstance(tree, np.ndarray):
+        return {NDARRAY: torch.from_numpy(tree.copy())}
+    if isinstance(tree, np.generic):
+        return tree.item()
+    if isinstance(tree, dict):
+        return type(tree)((key, to_plain(value)) for key, value in tree.items())
+    return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
+def from_plain(tree):
+    """The inverse of `to_plain`: {NDARRAY: tensor} back to NumPy arrays."""
+    if isinstance(tree, dict) and set(tree) == {NDARRAY}:
+        return tree[NDARRAY].numpy()
+    if isinstance(tree, dict):
+        return type(tree)((key, from_plain(value)) for key, value in tree.items())
+    return type(tree)(from_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
 def atomic_save(obj: dict, path: str) -> None:
-    """torch.save to a temporary file, then a rename: a reader never sees a half-written file."""
+    """torch.save of `obj` as plain data to a temporary file, then a rename: a reader never sees a half-written file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.save({"script": os.path.basename(__file__), **obj}, path + ".tmp")
+    torch.save(to_plain({"script": os.path.basename(__file__), **obj}), path + ".tmp")
     os.replace(path + ".tmp", path)
 
 
@@ -611,11 +642,14 @@ def reference_evaluator(envs, args: Args, references: list[str], checkpoint: dic
 
 
 def evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name) -> None:
-    """--eval-only: the saved model against every reference, printed."""
+    """--eval-only: the saved model against every reference (sampled actions, each side in half of the games),
+    printed as a Markdown table, then its TrueSkill rating."""
     video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
     results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
+    print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
     for name, (win, draw, loss) in results.items():
-        print(f"vs {name}: win {win:.2f} draw {draw:.2f} loss {loss:.2f} ({args.eval_games} games)")
+        mu = evaluator.references[name].mu
+        print(f"| `{name}` | {mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {args.eval_games} |")
     print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
 
 
@@ -688,12 +722,13 @@ if __name__ == "__main__":
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
-    evaluator = reference_evaluator(envs, args, references, checkpoint)
     if verbose:
         shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}")
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}", flush=True)
+    evaluator = reference_evaluator(envs, args, references, checkpoint)
+    if verbose:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
     if saved:
         try:

@@ -235,7 +235,7 @@ def v0_model(tmp_path_factory):
     result = run(cwd, parent, *flags, "--save-model")
     assert result.returncode == 0, result.stderr
     (path,) = cwd.glob("runs/*/ppo_lstm_selfplay.cleanfive_model")
-    saved = torch.load(path, weights_only=False)
+    saved = torch.load(path, weights_only=True)
     # the pool of a checkpoint: two past versions (perturbed copies) with their quality scores
     model = saved["model"]
     params = [k for k in model if not k.startswith("obs_")]  # the normalisation statistics stay as they are
@@ -300,7 +300,7 @@ def operated(driven):
 
 
 def test_checkpoint_accepts_models_of_ppo_lstm_selfplay_with_or_without_script_key(fs, v0_model, tmp_path):
-    saved = torch.load(v0_model, weights_only=False)
+    saved = torch.load(v0_model, weights_only=True)
     assert saved["script"] == "ppo_lstm_selfplay.py"
     _, env_id, agent = fs.load_trained(str(v0_model), "--checkpoint")
     assert env_id == "Moba5v5-v0" and agent.num_heroes == 3
@@ -324,7 +324,7 @@ def test_surgery_on_a_checkpoint_then_training_on_v1(operated):
 
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith("Moba5v5-v1__five_surgery__1__")
-    saved = torch.load(run_dir / "five_surgery.cleanfive_model", weights_only=False)
+    saved = torch.load(run_dir / "five_surgery.cleanfive_model", weights_only=True)
     model = saved["model"]
     assert model["input_index"].tolist() == [*range(14), *range(16, 181)]  # hero ids 3, 4 folded; v1 inputs added
     assert model["encoder.0.weight"].shape == (32 + 8, 181 - 2) and model["actor.weight"].shape == (28, 32)
@@ -347,8 +347,8 @@ def test_learning_rate_zero_leaves_every_parameter_unchanged(driven, v0_model):
     assert result.returncode == 0, result.stderr
     assert "surgery (lstm scale 0.01)" in result.stdout  # the only scale tried, at parity in drawn tiny games
     (path,) = tmp_path.glob("runs/*/five_surgery.cleanfive_model")
-    model = torch.load(path, weights_only=False)["model"]
-    trained = torch.load(v0_model, weights_only=False)["model"]
+    model = torch.load(path, weights_only=True)["model"]
+    trained = torch.load(v0_model, weights_only=True)["model"]
     for name in ("lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"):
         gates, old_gates = model[name].reshape(4, 36, -1), trained[name].reshape(4, 32, -1)  # blocks i, f, g, o
         assert torch.equal(gates[:, :32, : old_gates.shape[2]], old_gates)
@@ -404,7 +404,7 @@ def test_resume_after_sigkill_ends_with_the_same_parameters(tmp_path, v0_model):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     (path,) = tmp_path.glob("b/runs/*/checkpoint.pt")
-    checkpoint = torch.load(path, weights_only=False)
+    checkpoint = torch.load(path, weights_only=True)
     k, g = checkpoint["iteration"], checkpoint["global_step"]
     assert k < 3 and g == k * 64 and len(checkpoint["past_agents"]) == 3 + k  # the operated pool, then 1 per update
     # other flags are ignored: the checkpoint's Args are used, and the network is not operated again
@@ -413,7 +413,7 @@ def test_resume_after_sigkill_ends_with_the_same_parameters(tmp_path, v0_model):
     assert f"resumed from {path} at update {k} (global_step {g})" in result.stdout and "surgery (" not in result.stdout
     (uninterrupted,) = tmp_path.glob("a/runs/*/five_surgery.cleanfive_model")
     (resumed,) = tmp_path.glob("b/runs/*/five_surgery.cleanfive_model")
-    want, got = (torch.load(p, weights_only=False)["model"] for p in (uninterrupted, resumed))
+    want, got = (torch.load(p, weights_only=True)["model"] for p in (uninterrupted, resumed))
     assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
 
 
@@ -429,7 +429,7 @@ def test_absurd_learning_rate_stops_with_one_line_and_keeps_the_last_good_checkp
     match = re.fullmatch(
         r"error: non-finite loss or parameters at update 2; stopped\. Last good checkpoint: (\S+)", lines[0]
     )
-    checkpoint = torch.load(tmp_path / match.group(1), weights_only=False)
+    checkpoint = torch.load(tmp_path / match.group(1), weights_only=True)
     assert checkpoint["iteration"] == 1 and all(v.isfinite().all() for v in checkpoint["model"].values())
 
 
@@ -442,6 +442,14 @@ def test_eval_only_rates_a_saved_model_and_records_a_video(tmp_path, operated):
     flags = ["--eval-only", str(model), "--eval-games", "1", "--reference-games", "1", "--capture-video"]
     result = run(tmp_path, SCRIPT, *flags, "--references", "random", "push", "--no-cuda")
     assert result.returncode == 0, result.stderr
-    assert "vs random: win" in result.stdout and "vs push: win" in result.stdout and "trueskill_mu=" in result.stdout
+    assert "| `random` | " in result.stdout and "| `push` | " in result.stdout and "trueskill_mu=" in result.stdout
     assert "surgery" not in result.stdout and not list(tmp_path.glob("runs/*/*.cleanfive_model"))
     assert len(list(tmp_path.glob("videos/Moba5v5-v1__five_surgery__*/eval.gif"))) == 1
+
+
+def test_world_versions_compare_as_numbers(fs):
+    """--env-id must be the checkpoint's world at the same or a later version: "v10" is later than "v9" (as strings
+    it is not), another world or a malformed version is neither."""
+    assert fs.same_or_later("Moba5v5-v9", "Moba5v5-v10") and not fs.same_or_later("Moba5v5-v10", "Moba5v5-v9")
+    assert fs.same_or_later("Moba5v5-v0", "Moba5v5-v0") and fs.same_or_later("Moba5v5-v0", "Moba5v5-v1")
+    assert not fs.same_or_later("Moba5v5-v0", "ConnectFour-v1") and not fs.same_or_later("Moba5v5-v0", "Moba5v5-vx")

@@ -17,10 +17,28 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
-    "--total-timesteps", "768", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
-    "--num-minibatches", "2", "--update-epochs", "1", "--pool-every", "1", "--eval-every", "2",
-    "--eval-games", "2", "--reference-games", "2", "--hidden-size", "32", "--no-cuda",
-]  # fmt: skip
+    "--total-timesteps",
+    "768",
+    "--num-envs",
+    "8",
+    "--num-steps",
+    "32",
+    "--bptt-len",
+    "16",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+    "--pool-every",
+    "1",
+    "--eval-every",
+    "2",
+    "--eval-games",
+    "2",
+    "--hidden-size",
+    "32",
+    "--no-cuda",
+]  # fmt: skip (the default references at the default games: their ratings ship with the package, nothing is rated)
 # 3 updates of 4 games x 32 steps (evaluations at update 2 and at the last, 3); full games are the cost of a lane or
 # football evaluation, whatever their number
 TEAM_TINY = ["--total-timesteps", "384", "--num-envs", "4", "--num-minibatches", "2", "--eval-games", "1"]
@@ -73,7 +91,7 @@ EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--
 # one team sequence per minibatch (8 games x 2 sides x 2 chunks = 32): some minibatches hold no active row, and the
 # encoder, hero embedding and LSTM get no gradient from them (issue 39: a crash under torchrun and with per-parameter
 # clipping)
-EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536", "--reference-games", "4"]
+EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536"]
 EMPTY_MINIBATCH += ["--eval-every", "100"]
 
 
@@ -139,7 +157,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     mu = [e.value for e in events.Scalars("charts/trueskill_mu")]
     assert len(mu) == 2 and all(abs(m) < 100 for m in mu)  # evaluations at iteration 2 and the last (3)
     assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
-    saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=False)
+    saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
 
 
@@ -170,7 +188,7 @@ def test_policy_lag_acts_with_the_version_k_updates_old(driven):
         result, tmp_path = driven["lag", updates, lag]
         assert result.returncode == 0, result.stderr
         (path,) = (tmp_path / "runs").glob("*/checkpoint.pt")
-        return torch.load(path, weights_only=False)
+        return torch.load(path, weights_only=True)
 
     def equal(a, b):
         return all(torch.equal(a[k], b[k]) for k in a)
@@ -221,7 +239,7 @@ def test_score_weights_override_the_worlds_weights(driven):
         result, tmp_path = driven["weights", name]
         assert result.returncode == 0, result.stderr
         (path,) = (tmp_path / "runs").glob("*/ppo_lstm_selfplay.cleanfive_model")
-        return torch.load(path, weights_only=False)["model"]
+        return torch.load(path, weights_only=True)["model"]
 
     default, same, half = model("default"), model("same"), model("half")
     assert all(torch.equal(default[k], same[k]) for k in default)
@@ -472,7 +490,7 @@ def test_torchrun_lane_run_killed_and_resumed_ends_bit_identical(tmp_path):
     while time.time() < deadline and proc.poll() is None:
         paths = list(killed.glob("runs/*/checkpoint.pt"))
         try:
-            if paths and torch.load(paths[0], weights_only=False)["iteration"] >= 2:
+            if paths and torch.load(paths[0], weights_only=True)["iteration"] >= 2:
                 break
         except Exception:  # noqa: BLE001 (a checkpoint being replaced)
             pass
@@ -485,7 +503,7 @@ def test_torchrun_lane_run_killed_and_resumed_ends_bit_identical(tmp_path):
             pass
     proc.wait()
     (path,) = killed.glob("runs/*/checkpoint.pt")
-    assert torch.load(path, weights_only=False)["iteration"] < 12  # killed before the end
+    assert torch.load(path, weights_only=True)["iteration"] < 12  # killed before the end
     resumed = torchrun(killed, "--resume", str(path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]  # params_sha256=...
@@ -547,3 +565,57 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         ~against
     ].any()
     assert (matchmaking.learner_sides(games) == np.where(against, matchmaking.learner_side, 0)).all()
+
+
+def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
+    """to_plain/from_plain (the RUN MANAGEMENT block of every script): NumPy arrays of every dtype the worlds keep,
+    the generators' states and nested containers come back equal, with their types; the file loads with
+    weights_only=True."""
+    tree = {
+        "arrays": {"f32": np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1], "b": np.array([True, False])},
+        "ints": (np.arange(3, dtype=np.int64), np.zeros((0, 2), dtype=np.uint8), np.array(7, dtype=np.int32)),
+        "rng": script.rng_states(),
+        "generator": np.random.default_rng(3).bit_generator.state,
+        "tensor": torch.arange(3),
+        "values": [1, 2.5, "x", None, np.float64(0.5), np.bool_(True)],
+    }
+    path = tmp_path / "f.pt"
+    torch.save(script.to_plain(tree), path)
+    back = script.from_plain(torch.load(path, weights_only=True))
+
+    def same(a, b):
+        if isinstance(a, np.ndarray):
+            return type(b) is np.ndarray and a.dtype == b.dtype and np.array_equal(a, b)
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and torch.equal(a, b)
+        if isinstance(a, dict):
+            return type(b) is type(a) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, list | tuple):
+            return type(b) is type(a) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        return a == b and (not isinstance(a, np.generic) or type(b) is type(a.item()))
+
+    assert same(tree, back)
+    np.random.set_state(back["rng"]["numpy"])  # the generators take their states back
+    np.random.default_rng().bit_generator.state = back["generator"]
+
+
+def test_a_file_written_before_plain_data_is_refused_then_converted(script, driven, tmp_path, capsys):
+    """A checkpoint as scripts wrote it before 2026-11-27 (NumPy arrays pickled): one line that names the converter,
+    exit 2; cleanfive/convert_saved.py turns it into the plain file the script writes today, which then loads."""
+    result, folder = driven["lag", 2, 1]
+    assert result.returncode == 0, result.stderr
+    (new,) = (folder / "runs").glob("*/checkpoint.pt")
+    today = script.from_plain(torch.load(new, weights_only=True))
+    old = tmp_path / "checkpoint.pt"
+    torch.save({**today, "script": "ppo_lstm_selfplay.py"}, old)  # NumPy arrays pickled as such
+    with pytest.raises(SystemExit) as exit_info:
+        script.load_saved(str(old), "--resume", script.CHECKPOINT_KEYS)
+    assert exit_info.value.code == 2 and "convert_saved.py" in capsys.readouterr().err
+    converter = SCRIPT.with_name("convert_saved.py")
+    converted = subprocess.run([sys.executable, str(converter), str(old)], capture_output=True, text=True, timeout=120)
+    assert converted.returncode == 0, converted.stderr
+    assert torch.equal(torch.load(old, weights_only=True)["model"]["actor.weight"], today["model"]["actor.weight"])
+    assert (tmp_path / "checkpoint.pt.old").exists()
+    loaded = script.load_saved(str(old), "--resume", script.CHECKPOINT_KEYS)
+    local, want = loaded["ranks"][0], today["ranks"][0]
+    assert np.array_equal(local["rng"]["numpy"][1], want["rng"]["numpy"][1])  # the legacy NumPy state's key array
