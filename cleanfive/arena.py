@@ -1,8 +1,11 @@
 # docs: docs/arena.md (play a saved model in the browser; --league rates saved models on one TrueSkill ladder)
 import datetime
 import errno
+import inspect
 import json
 import os
+import pickle
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -20,11 +23,14 @@ from cleanfive.trueskill_league import fit_reference_ratings
 
 SCRIPT = "ppo_lstm_selfplay.py"  # the script whose models the arena loads (and whose `Agent` it imports)
 PAGE = Path(__file__).with_name("arena.html")
+MODELS = Path(__file__).with_name("models")  # the models that ship with cleanfive, each with its card (README.md there)
+DEFAULT_MODEL = MODELS / "connect4.cleanfive_model"  # served when no model is given
 
 
 @dataclass
 class Args:
     # a model saved by ppo_lstm_selfplay.py --save-model, or its --save-every checkpoint.pt: served on a web page
+    # (default: the bundled Connect Four model, cleanfive/models/connect4.cleanfive_model)
     model: tyro.conf.Positional[str | None] = None
     host: str = "127.0.0.1"  # the address the page is served on (the default: this machine only)
     port: int = 0  # the port (0: a free one, printed)
@@ -53,18 +59,27 @@ class Model:
 def load_model(path: str) -> Model:
     """A model of ppo_lstm_selfplay.py (--save-model file or checkpoint), or one line and exit code 2."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = torch.load(path, map_location="cpu", weights_only=True)  # a file is data, never code
         script = saved.get("script") if isinstance(saved, dict) else type(saved).__name__
         if script != SCRIPT:
             raise ValueError(f"it was written by {script}, not {SCRIPT}")
         env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
         agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"])
         agent.load_state_dict(saved["model"])
+    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
+        usage_error(
+            f"{path} holds objects other than tensors and plain values, so it is not read; if it is a file of yours "
+            f"from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
     except Exception as exc:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot load {path} ({reason}); pass a model of {SCRIPT} --save-model (or its checkpoint.pt)")
     step = f"@{saved['global_step']}" if "global_step" in saved else ""  # a checkpoint: the step it was taken at
-    return Model(f"{Path(path).resolve().parent.name}{step}", env.env_id, env.num_heroes, agent.eval())
+    bundled = (
+        Path(path).resolve().parent == MODELS.resolve()
+    )  # a bundled model is named by its file, a run's by its own
+    label = Path(path).stem if bundled else Path(path).resolve().parent.name
+    return Model(f"{label}{step}", env.env_id, env.num_heroes, agent.eval())
 
 
 class Policy:
@@ -158,6 +173,19 @@ def fit_ladder(results: list, references: tuple[str, ...]) -> dict:
     return fit_reference_ratings(results, anchor="random" if "random" in references else references[0])
 
 
+class Refused(ValueError):
+    """A request the arena does not act on, with its HTTP status: answered, the game and the record unchanged."""
+
+    def __init__(self, message: str, code: int = 400):
+        super().__init__(message)
+        self.code = code
+
+
+def is_index(value, stop: int) -> bool:
+    """A real int in [0, stop): JSON's 0.0 and true equal 0 and 1 but break numpy's indexing, 1.5 would play 1."""
+    return type(value) is int and 0 <= value < stop
+
+
 class Session:
     """One game in the browser, advanced one request at a time: a board game (the person against the agent) or the
     lane world (the person with the agent's heroes, or the agent watched, against the agent or a scripted bot)."""
@@ -194,8 +222,9 @@ class Session:
 
     def new(self, mode: str = "play", side: int = 0, opponent: str = "agent", greedy: bool = False) -> dict:
         """Start a game. Board games: ``side`` 0 moves first, 1 second. Lane world: ``side`` 0 or 1 of the map."""
-        if mode not in ("play", "watch") or opponent not in ("agent", *self.references) or side not in (0, 1):
-            raise ValueError(f"bad game: mode {mode!r}, side {side!r}, opponent {opponent!r}")
+        known = mode in ("play", "watch") and opponent in ("agent", *self.references) and type(greedy) is bool
+        if not known or not is_index(side, 2):  # checked before anything changes: a refused game leaves the last one
+            raise Refused(f"bad game: mode {mode!r}, side {side!r}, opponent {opponent!r}, greedy {greedy!r}")
         obs, info = self.env.reset()
         person = int(info["first_side"][0] ^ side) if self.board else side  # board: the side that moves first, or not
         team = Policy(self.model, 1)
@@ -228,9 +257,11 @@ class Session:
         """The person's move in a board game, then the agent's answer; an illegal one is ignored with a note."""
         g = self.game
         if g is None or g["result"] or not self.board:
-            raise ValueError("no board game in progress: start one")
+            raise Refused("no board game in progress: start one", 409)
+        if not is_index(action, self.env.num_actions):
+            raise Refused(f"action {action!r} is not one of 0..{self.env.num_actions - 1}")
         legal = g["info"]["action_mask"][0, g["side"], 0]
-        if not g["info"]["acting"][0, g["side"], 0] or not 0 <= action < len(legal) or not legal[action]:
+        if not g["info"]["acting"][0, g["side"], 0] or not legal[action]:
             g["note"] = f"move {action} is not legal here: ignored"
             return self.state()
         g["note"] = ""
@@ -243,7 +274,9 @@ class Session:
         """One step of the lane world; in "play" the person's hero (hero 0 of its side) takes ``action``."""
         g = self.game
         if g is None or g["result"] or self.board:
-            raise ValueError("no lane game in progress: start one")
+            raise Refused("no lane game in progress: start one", 409)
+        if not is_index(action, self.env.num_actions):  # before the agents act: their LSTM state is part of the game
+            raise Refused(f"action {action!r} is not one of 0..{self.env.num_actions - 1}")
         side, obs, info = np.array([g["side"]]), g["obs"], g["info"]
         actions = np.zeros((1, 2, self.model.num_heroes), dtype=np.int64)
         team, probs, value = g["team"].act(obs, info, side, g["greedy"])  # the agent's heroes of the person's side
@@ -327,8 +360,21 @@ class Session:
         return out
 
 
+MAX_BODY = 4096  # bytes: the page's requests are a few dozen; a longer body is refused unread
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # the names by which a browser on this machine reaches the page
+CALLS = {"/api/new": "new", "/api/move": "move", "/api/tick": "tick"}
+AUTHORITY = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[^:\[\]]+|[0-9a-f:]+))(?::[0-9]{1,5})?", re.I)  # Host
+
+
 class Handler(BaseHTTPRequestHandler):
+    """The page and its API, for the page only. Any web page in the same browser can send requests here: a foreign
+    Host (a DNS-rebinding page reaches this address by its own name), a POST from another origin, and a POST a form
+    or a no-cors fetch can send without a CORS preflight (not application/json) are refused before the game sees them.
+    """
+
     session: Session  # set on a subclass per server
+    hosts: frozenset[str]  # the names it answers to: LOCAL_HOSTS and --host
+    timeout = 10  # seconds a client may stall mid-request before its connection is dropped
 
     def log_message(self, *args) -> None:  # quiet: one line per request would drown the address line
         pass
@@ -343,30 +389,107 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:  # the tab was closed or the connection dropped: the server and the record go on
             pass
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (another method, a malformed request line or header) in JSON too."""
+        self.close_connection = True
+        self.send(code, json.dumps({"error": message or self.responses.get(code, ("error",))[0]}).encode())
+
     def do_GET(self) -> None:
-        if self.path == "/":
-            self.send(200, PAGE.read_bytes(), "text/html; charset=utf-8")
-        elif self.path == "/api/state":
-            with self.session.lock:
-                self.send(200, json.dumps(self.session.state()).encode())
-        else:
-            self.send(404, b'{"error": "not found"}')
+        self.answer()
 
     def do_POST(self) -> None:
-        calls = {"/api/new": "new", "/api/move": "move", "/api/tick": "tick"}
+        self.answer()
+
+    def answer(self) -> None:
+        """The page, the state or a game's step; anything else a JSON error, the game and the record as they were."""
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            self.check_sender()
+            if self.command == "GET" and self.path == "/":
+                return self.send(200, PAGE.read_bytes(), "text/html; charset=utf-8")
+            if self.command == "GET" and self.path == "/api/state":
+                with self.session.lock:
+                    return self.send(200, json.dumps(self.session.state()).encode())
+            if self.command != "POST" or self.path not in CALLS:
+                raise Refused("not found", 404)
+            body = self.read_body()
             with self.session.lock:
-                state = getattr(self.session, calls[self.path])(**body)
-            self.send(200, json.dumps(state).encode())
-        except (KeyError, TypeError, ValueError) as exc:  # a bad request: answered, the game goes on
-            self.send(400, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+                reply = self.call(CALLS[self.path], body)
+            self.send(200, reply)
+        except Exception as exc:  # a bad request (4xx) or a bug (500): answered, the server goes on
+            self.close_connection = True  # a body left unread is never read as the next request
+            refused = isinstance(exc, Refused)
+            message = str(exc) if refused else f"{type(exc).__name__}: {exc}"
+            self.send(exc.code if refused else 500, json.dumps({"error": message}).encode())
+
+    def check_sender(self) -> None:
+        """403 unless the Host header names this server, and, on a POST, the Origin (which browsers send on every
+        POST) is absent (a local client: curl, a test) or this server's own page."""
+        hosts = self.headers.get_all("Host") or []
+        match = AUTHORITY.fullmatch(hosts[0]) if len(hosts) == 1 else None
+        if not match or (match["v6"] or match["name"]).lower() not in self.hosts:
+            raise Refused(f"Host {hosts}: this server answers only to {sorted(self.hosts)}", 403)
+        port = self.server.server_port
+        ports = (f":{port}", "") if port == 80 else (f":{port}",)  # a browser leaves the default port out
+        pages = {f"http://{f'[{h}]' if ':' in h else h}{p}" for h in self.hosts for p in ports}
+        origin = self.headers.get("Origin")
+        if self.command == "POST" and origin is not None and origin.lower() not in pages:
+            raise Refused(f"Origin {origin!r}: only this server's own page may post", 403)
+
+    def read_body(self) -> dict:
+        """A POST's JSON object: application/json (a type that no cross-site form or no-cors fetch may send) with a
+        Content-Length of at most MAX_BODY bytes, read only then."""
+        if self.headers.get_content_type() != "application/json":  # parameters (charset) aside; none: text/plain
+            raise Refused(f"Content-Type {self.headers.get('Content-Type')!r}: send application/json", 415)
+        lengths = self.headers.get_all("Content-Length") or []
+        if not lengths or "Transfer-Encoding" in self.headers:  # a chunked body is not read
+            raise Refused("send the body with a Content-Length", 411)
+        size = lengths[0].strip() if len(lengths) == 1 else ""
+        if not (size.isascii() and size.isdigit()):
+            raise Refused(f"Content-Length {lengths}: not one byte count")
+        if len(size) > 9 or int(size) > MAX_BODY:
+            raise Refused(f"Content-Length {size[:20]}: the body is over {MAX_BODY} bytes, not read", 413)
+        try:
+            raw = self.rfile.read(int(size))
+        except OSError:  # stalled past `timeout`
+            raw = b""
+        if len(raw) < int(size):
+            raise Refused(f"the body ended after {len(raw)} of its {size} bytes")
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
+            raise Refused(f"the body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise Refused(f"the body is a JSON {type(body).__name__}, not an object")
+        return body
+
+    def call(self, name: str, body: dict) -> bytes:
+        """Session.<name>(**body)'s state as JSON. The arguments are checked before anything changes; a failure
+        past them (a bug, a record that cannot be written) puts the game's dict and the agents' LSTM states back,
+        so the page shows the game as it was (the world cannot step back: a new game starts afresh)."""
+        method = getattr(self.session, name)
+        params = inspect.signature(method).parameters
+        needed = {k for k, p in params.items() if p.default is p.empty}
+        if not needed <= body.keys() <= params.keys():
+            raise Refused(f"{name} takes {sorted(params)} ({sorted(needed)} needed), not {sorted(body)}")
+        game = self.session.game
+        saved = game and {**game, "moves": list(game["moves"])}  # the dict's other values are replaced, not changed
+        states = [(p, p.state) for p in (game or {}).values() if isinstance(p, Policy)]
+        try:
+            return json.dumps(method(**body)).encode()
+        except Exception:
+            self.session.game = saved
+            for policy, state in states:
+                policy.state = state
+            raise
 
 
 def serve(session: Session, host: str, port: int) -> ThreadingHTTPServer:
-    """The page's server on (host, port) (0: a free port), or one line and exit code 2 if the port is taken."""
+    """The page's server on (host, port) (0: a free port), or one line and exit code 2 if the port is taken. It
+    answers to the names LOCAL_HOSTS and ``host``."""
+    hosts = frozenset({*LOCAL_HOSTS, host.strip("[]").lower()})
+    handler = type("ArenaHandler", (Handler,), {"session": session, "hosts": hosts})
     try:
-        server = ThreadingHTTPServer((host, port), type("ArenaHandler", (Handler,), {"session": session}))
+        server = ThreadingHTTPServer((host, port), handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             usage_error(f"port {port} on {host} is in use; pass another --port (0: a free one)")
@@ -414,9 +537,7 @@ if __name__ == "__main__":
     if args.league:
         league(args)
         sys.exit(0)
-    if args.model is None:
-        usage_error("pass a model (runs/.../ppo_lstm_selfplay.cleanfive_model) to play, or --league MODEL...")
-    session = Session(load_model(args.model), args)
+    session = Session(load_model(args.model or str(DEFAULT_MODEL)), args)
     server = serve(session, args.host, args.port)
     session.rate_in_background()
     address = f"http://{args.host}:{server.server_port}/"

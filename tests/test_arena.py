@@ -4,8 +4,11 @@ The models are untrained agents saved in ppo_lstm_selfplay.py's --save-model for
 ARENA_SCREENSHOTS=docs/img to have the browser tests write the docs' screenshots.
 """
 
+import functools
 import json
 import os
+import random
+import re
 import shutil
 import socket
 import subprocess
@@ -13,13 +16,15 @@ import sys
 import threading
 import time
 import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from cleanfive.arena import Args, Session, league, load_model, serve
+from cleanfive import arena
+from cleanfive.arena import MAX_BODY, Args, Session, league, load_model, serve
 from cleanfive.envs import moba
 from cleanfive.envs.board import has_won
 from cleanfive.envs.teams import make_team_env
@@ -179,6 +184,19 @@ def test_bad_model_one_line_exit_2(tmp_path, capsys):
     assert "written by five_surgery.py" in one_line_exit_2(lambda: load_model(str(other)), capsys)
     torch.save({"script": "ppo_lstm_selfplay.py", "args": {"env_id": "Pong-v5", "num_heroes": 1}, "model": {}}, other)
     assert "Pong-v5" in one_line_exit_2(lambda: load_model(str(other)), capsys)  # a world the script does not know
+    torch.save({"script": "ppo_lstm_selfplay.py", "args": {}, "model": RunsCode(tmp_path / "code_ran")}, other)
+    assert "convert_saved.py" in one_line_exit_2(lambda: load_model(str(other)), capsys)
+    assert not (tmp_path / "code_ran").exists()  # refused before anything in the file ran
+
+
+class RunsCode:
+    """A pickled object that, unpickled by anything that runs code from a file, creates the file `path`."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
 
 
 def test_port_in_use_one_line_exit_2(models, tmp_path):
@@ -209,7 +227,8 @@ def test_server_survives_bad_and_dropped_requests(models, tmp_path):
     try:
         state = post("/api/new", {"side": 0})
         with socket.create_connection(("127.0.0.1", server.server_port)) as dropped:  # a tab closed mid-request
-            dropped.sendall(b'POST /api/move HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"act')
+            head = "POST /api/move HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            dropped.sendall(head.encode() + b'Content-Length: 100\r\n\r\n{"act')
         with pytest.raises(urllib.error.HTTPError) as bad:
             post("/api/move", {"column": 3})
         assert bad.value.code == 400
@@ -219,6 +238,185 @@ def test_server_survives_bad_and_dropped_requests(models, tmp_path):
         assert "<canvas" in urllib.request.urlopen(url + "/", timeout=10).read().decode()
     finally:
         server.shutdown()
+
+
+# ---- the server answers only its user: its own names, its own page, the page's kind of request
+@pytest.fixture
+def live(models, tmp_path):
+    """A TicTacToe arena on a free port in this process (no rating: its state changes only by requests)."""
+    record = tmp_path / "games.jsonl"
+    session = Session(load_model(models["ttt"]), Args(record=str(record)))
+    server = serve(session, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server.server_port, record
+    server.shutdown()
+    server.server_close()
+
+
+def ask(port, method="GET", path="/api/state", body=None, headers=(), address="127.0.0.1") -> tuple[int, bytes]:
+    """One raw request, (status, body) of its answer. Host, and with a body Content-Type and Content-Length, are the
+    page's unless ``headers`` says otherwise (None: left out; a list: the header repeated)."""
+    raw = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
+    fields = {"Host": f"127.0.0.1:{port}"}
+    fields |= {"Content-Type": "application/json", "Content-Length": str(len(raw))} if body is not None else {}
+    fields |= dict(headers)
+    lines = [f"{k}: {v}\r\n" for k, vs in fields.items() if vs is not None for v in (vs if type(vs) is list else [vs])]
+    with socket.create_connection((address, port), timeout=5) as s:
+        s.sendall(f"{method} {path} HTTP/1.1\r\n{''.join(lines)}\r\n".encode("latin-1") + raw)
+        s.shutdown(socket.SHUT_WR)  # a body shorter than its Content-Length ends here
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    status, _, rest = reply.partition(b"\r\n")
+    assert re.fullmatch(rb"HTTP/1\.[01] [1-5][0-9][0-9] .*", status), reply[:300]
+    return int(status.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def game_state(port) -> dict:
+    code, body = ask(port)
+    assert code == 200, body
+    return json.loads(body)
+
+
+def test_server_answers_only_its_own_names_and_page(live, models, tmp_path):
+    port, record = live
+    assert ask(port, "POST", "/api/new", {"side": 0})[0] == 200
+    before = game_state(port)
+    foreign = ["evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", "localhost.", "[::2]", "", None]
+    for host in [*foreign, [f"127.0.0.1:{port}", "evil.example"]]:  # a DNS-rebinding page sends its own name
+        code, body = ask(port, headers={"Host": host})
+        assert code == 403 and "answers only to" in json.loads(body)["error"], host
+    for host in (f"localhost:{port}", "LOCALHOST", f"[::1]:{port}", "::1", "127.0.0.1"):
+        assert ask(port, headers={"Host": host})[0] == 200, host
+    for origin in ("http://evil.example", f"http://127.0.0.1:{port + 1}", f"https://127.0.0.1:{port}", "null"):
+        code, body = ask(port, "POST", "/api/move", {"action": 4}, {"Origin": origin})
+        assert code == 403 and "own page" in json.loads(body)["error"], origin
+    assert game_state(port) == before and not record.exists()
+    code, body = ask(port, "POST", "/api/move", {"action": 4}, {"Origin": f"http://localhost:{port}"})
+    assert code == 200 and json.loads(body)["moves"][0] == 4
+    session = Session(load_model(models["ttt"]), Args(record=str(tmp_path / "other.jsonl")))
+    other = serve(session, "127.0.0.2", 0)  # --host: one more name it answers to
+    threading.Thread(target=other.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        assert ask(other.server_port, headers={"Host": f"127.0.0.2:{other.server_port}"}, address="127.0.0.2")[0] == 200
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_server_refuses_other_kinds_of_request_and_bad_values(live):
+    port, record = live
+    ask(port, "POST", "/api/new", {"side": 0})
+    before = json.loads(ask(port, "POST", "/api/move", {"action": 4})[1])
+    refused = [  # what a cross-site form or no-cors fetch can send (no CORS preflight), and bodies not read
+        *[(415, {"Content-Type": kind}) for kind in ("text/plain", None, "application/x-www-form-urlencoded")],
+        (415, {"Content-Type": "multipart/form-data; boundary=x"}),
+        (411, {"Content-Length": None}),
+        (411, {"Transfer-Encoding": "chunked"}),
+        (413, {"Content-Length": str(MAX_BODY + 1)}),
+        (413, {"Content-Length": "9" * 30}),
+        *[(400, {"Content-Length": size}) for size in ("-1", "1e3", "abc", ["13", "13"])],
+    ]
+    for code, headers in refused:
+        got, body = ask(port, "POST", "/api/move", {"action": 0}, headers)
+        assert got == code and json.loads(body)["error"], headers
+    assert ask(port, "POST", "/api/move", b"x" * (MAX_BODY + 1))[0] == 413
+    for body in (b"", b"{", b"\xff{}", b"[0]", b'"x"', b"3", b"null", b"[" * 3000):
+        assert ask(port, "POST", "/api/move", body)[0] == 400, body[:10]
+    new = [{"side": 0.0}, {"side": True}, {"side": 1.5}, {"side": 2}, {"side": "0"}, {"greedy": 1}, {"mode": 3}]
+    new += [{"opponent": ["agent"]}, {"opponent": "nobody"}, {"side": 0, "x": 1}]
+    move = [{"action": a} for a in (1e30, 1.5, True, -1, 9, 10**30, None, "3", [3])]
+    move += [{}, {"column": 3}, {"action": 0, "self": 1}]
+    for path, body in [*[("/api/new", b) for b in new], *[("/api/move", b) for b in move]]:
+        code, reply = ask(port, "POST", path, body)
+        assert code == 400 and json.loads(reply)["error"], (path, body)
+    assert ask(port, "POST", "/api/tick", {"action": 0})[0] == 409  # no lane game here
+    for method, path, code in [("GET", "/x", 404), ("GET", "/api/move", 404), ("POST", "/api/state", 404)]:
+        assert ask(port, method, path, {} if method == "POST" else None)[0] == code
+    for method in ("PUT", "DELETE", "OPTIONS", "HEAD"):  # no CORS preflight is ever answered
+        assert ask(port, method, "/api/move")[0] == 501
+    assert game_state(port) == before and not record.exists()
+    legal = int(np.flatnonzero(before["legal"])[0])  # the game goes on
+    code, body = ask(port, "POST", "/api/move", {"action": legal}, {"Content-Type": "application/json; charset=utf-8"})
+    assert code == 200 and json.loads(body)["moves"][: len(before["moves"]) + 1] == [*before["moves"], legal]
+
+
+def test_a_failure_midway_leaves_the_game_and_the_record(live, monkeypatch):
+    port, record = live
+
+    def full_disk(path, game):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(arena, "append_record", full_disk)
+    now = json.loads(ask(port, "POST", "/api/new", {"side": 0})[1])
+    code = 200
+    while code == 200:  # to the move that ends the game, whose record cannot be written
+        before = now
+        code, body = ask(port, "POST", "/api/move", {"action": int(np.flatnonzero(before["legal"])[0])})
+        now = json.loads(body)
+    assert code == 500 and "No space left" in now["error"]
+    assert game_state(port) == before and not before["over"] and not record.exists()
+    monkeypatch.undo()
+    code, body = ask(port, "POST", "/api/new", {"side": 1})
+    assert code == 200 and len(json.loads(body)["moves"]) == 1  # a new game starts afresh
+
+
+def test_server_fuzz_every_request_answered(live):
+    """Seeded random requests (methods, paths, headers, bodies) with a valid game's steps among them: each is
+    answered with a status line (a JSON error when refused, never 500), the server goes on, the record stays JSON."""
+    port, record = live
+    rng = random.Random(48)
+    keys = ["side", "action", "mode", "opponent", "greedy", "x"]
+
+    def value(depth=0):
+        kinds = [
+            lambda: rng.randint(-3, 10) * 10 ** rng.choice([0, 0, 30]),
+            lambda: rng.uniform(-2, 10),
+            lambda: rng.random() < 0.5,
+            lambda: None,
+            lambda: rng.choice(["play", "watch", "agent", "random", "", "é"]),
+            lambda: [value(depth + 1) for _ in range(rng.randrange(4))],
+            lambda: {rng.choice(keys): value(depth + 1) for _ in range(rng.randrange(4))},
+        ]
+        return rng.choice(kinds if depth < 3 else kinds[:5])()
+
+    def body():
+        return rng.choice(
+            [
+                lambda: json.dumps({rng.choice(keys): value() for _ in range(rng.randrange(4))}).encode(),
+                lambda: json.dumps(value()).encode(),
+                lambda: rng.randbytes(rng.choice([0, 1, 30, 300, MAX_BODY, MAX_BODY + 1, 6000])),
+                lambda: b"[" * rng.randrange(1, 3000),
+            ]
+        )()
+
+    methods = ["GET", "POST", "POST", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"]
+    paths = ["/", "/api/state", "/api/new", "/api/move", "/api/tick", "/api/move?x=1", "/../x", "*", "/a b", "/" * 3000]
+    for i in range(300):
+        if i % 8 == 0:  # a valid step of a game, between the fuzz's requests
+            now = game_state(port)
+            playing = now.get("board") is not None and not now["over"]
+            path = "/api/move" if playing else "/api/new"
+            args = {"action": int(rng.choice(np.flatnonzero(now["legal"])))} if playing else {"side": rng.randrange(2)}
+            code, reply = ask(port, "POST", path, args)
+            assert code == 200, reply
+            continue
+        raw, method, path = body(), rng.choice(methods), rng.choice(paths)
+        headers = {
+            "Host": rng.choice([f"127.0.0.1:{port}", "localhost", f"[::1]:{port}", "evil.example", "", None]),
+            "Content-Type": rng.choice(["application/json", "application/json; charset=utf-8", "text/plain", None]),
+            "Content-Length": rng.choice(
+                [str(len(raw)), str(len(raw)), None, "-5", "x", "9" * 25, str(len(raw) + 7), [str(len(raw))] * 2]
+            ),
+            "Origin": rng.choice([None, None, f"http://127.0.0.1:{port}", "http://evil.example", "null"]),
+        }
+        code, reply = ask(port, method, path, raw, headers)
+        assert code != 500, (method, path, headers, raw[:100], reply)
+        if code >= 400:
+            assert json.loads(reply)["error"], (code, reply)
+    game_state(port)
+    lines = record.read_text().splitlines()
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines)
 
 
 # ---- the page in headless Chromium (Debian's chromium and chromium-driver; no browser is downloaded)
@@ -251,11 +449,10 @@ def arena_server(tmp_path):
     """The real command on a free port: yields (start(model) -> url, record path)."""
     procs = []
 
-    def start(model):
+    def start(model):  # None: no model given
         record = str(tmp_path / "games.jsonl")
-        proc = subprocess.Popen(
-            [*ARENA, model, "--games", "2", "--record", record], cwd=tmp_path, stdout=subprocess.PIPE, text=True
-        )
+        flags = [*([model] if model else []), "--games", "2", "--record", record]
+        proc = subprocess.Popen([*ARENA, *flags], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
         procs.append(proc)
         line = proc.stdout.readline()
         assert line.startswith("arena: "), line
@@ -265,6 +462,13 @@ def arena_server(tmp_path):
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_with_no_model_given_the_bundled_connect_four_model_is_served(arena_server):
+    url, _ = arena_server
+    with urllib.request.urlopen(url(None) + "api/state", timeout=30) as answer:
+        state = json.loads(answer.read())
+    assert state["env_id"] == "ConnectFour-v1" and state["model"] == "connect4"
 
 
 def wait_for(driver, condition, timeout=20.0):
@@ -320,3 +524,45 @@ def test_browser_lane_ticks_with_keys(models, browser, arena_server):
         wait_for(browser, lambda s: s["t"] >= 70, timeout=60)
         browser.save_screenshot(f"{SHOTS}/arena_lane.png")
     assert records(record) == []  # no game finished
+
+
+class QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+OTHER_SITE = """<!doctype html><title>another site in the same browser</title>
+<iframe name="sink"></iframe>
+<form id="form" method="POST" action="ARENA/api/move" enctype="text/plain" target="sink">
+  <input name='{"action": "' value='", "action": 3}'>
+</form>
+<script>
+  const body = JSON.stringify({ action: 3 });
+  fetch("ARENA/api/move", { method: "POST", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body });
+  document.getElementById("form").submit();
+</script>"""
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_another_site_cannot_play(live, browser, tmp_path, monkeypatch):
+    """A page of another origin posts a move the two ways that need no CORS preflight (a no-cors fetch and a form):
+    both reach the server, are refused, and the game and the record stay as they were."""
+    port, record = live
+    answers, send = [], arena.Handler.send
+    monkeypatch.setattr(arena.Handler, "send", lambda self, code, *a: answers.append(code) or send(self, code, *a))
+    assert ask(port, "POST", "/api/new", {"side": 0})[0] == 200  # the person's move: 3 would be legal
+    before, answers[:] = game_state(port), []
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text(OTHER_SITE.replace("ARENA", f"http://127.0.0.1:{port}"))
+    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
+    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{site.server_port}/index.html")
+        deadline = time.time() + 20
+        while len(answers) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        site.shutdown()
+        site.server_close()
+    assert answers == [403, 403]
+    assert game_state(port) == before and before["moves"] == [] and not record.exists()
