@@ -112,6 +112,11 @@ class Args:
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
+# the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
+# next update depends on. The learner's state is the same in every process; under "ranks", each process's
+# generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
+CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
+CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -228,6 +233,42 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def packed_lstm(lstm, hidden, t, b, done, lstm_state):
+    """The LSTM over each hero's active steps in one packed call; a sequence is one hero's active steps
+    between two game ends. hidden (K, features): the K active hero-steps, hero by hero in time order, step t
+    (K,) of hero b (K,); done (T, B): a game ended before the step; lstm_state ((1, B, H), (1, B, H)) before
+    step 0. A sequence starts from its hero's carried state, or from zero after a game end; a hero's last
+    state carries out unless a game ends after its last active step (zero then); a hero without active steps
+    carries or resets its state alike. Returns (outputs (K, H), lstm_state after step T - 1).
+
+    Two heroes, T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2 (done[2, 0] = 1);
+    hero 1 acts at steps 1 and 2, and its game ends before step 3 (done[3, 1] = 1). The K = 5 hero-steps
+    (t, b) are (0, 0), (1, 0), (3, 0), (1, 1), (2, 1); they form Q = 3 sequences: steps 0-1 of hero 0 from its
+    carried state, step 3 of hero 0 from zero (a game ended before it), steps 1-2 of hero 1 from its carried
+    state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
+    last active step). A test checks this example, and the whole against one step at a time.
+    """
+    games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
+    h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
+    # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,)
+    sequence_key = b * (len(done) + 1) + games[t, b].long()
+    _, seq, lengths = torch.unique_consecutive(sequence_key, return_inverse=True, return_counts=True)
+    first = lengths.cumsum(0) - lengths  # (Q,) each sequence's first step among the K
+    owner = b[first]  # (Q,) each sequence's hero
+    position = torch.arange(len(t), device=t.device) - first[seq]  # (K,) each step's place in its sequence
+    padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (max length, Q, features)
+    padded[position, seq] = hidden
+    fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
+    initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
+    packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
+    out, (h_seq, c_seq) = lstm(packed, initial)  # h_seq, c_seq: (1, Q, H), each sequence's last state
+    last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
+    hero = owner[last]
+    kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
+    h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
+    return pad_packed_sequence(out)[0][position, seq], (h, c)
+
+
 class Agent(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, num_heroes: int, hidden_size: int):
         super().__init__()
@@ -296,33 +337,15 @@ class Agent(nn.Module):
                 out, (h, c) = self.lstm(stretch, (h, c))
                 outputs.append(out)
             return torch.cat(outputs).flatten(0, 1), (h, c)
-        # else one packed LSTM call: a sequence is one hero's active steps between two game ends
-        games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
-        h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
+        # else one packed LSTM call over the active hero-steps (packed_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
-        if active.any():
-            # the K active hero-steps, hero by hero in time order: t, b (K,) their step and hero, hidden (K, features)
-            t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
-            order = torch.argsort(b * len(done) + t)
-            t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-            # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,)
-            sequence_key = b * (len(done) + 1) + games[t, b].long()
-            _, seq, lengths = torch.unique_consecutive(sequence_key, return_inverse=True, return_counts=True)
-            first = lengths.cumsum(0) - lengths  # (Q,) each sequence's first step among the K
-            owner = b[first]  # (Q,) each sequence's hero
-            position = torch.arange(len(t), device=x.device) - first[seq]  # (K,) each step's place in its sequence
-            padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (max length, Q, features)
-            padded[position, seq] = hidden
-            fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
-            initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-            packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
-            out, (h_seq, c_seq) = self.lstm(packed, initial)  # h_seq, c_seq: (1, Q, H), each sequence's last state
-            outputs[t, b] = pad_packed_sequence(out)[0][position, seq]
-            last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
-            hero = owner[last]
-            kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
-            h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
-        return outputs.flatten(0, 1), (h, c)
+        if not active.any():
+            return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
+        t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
+        order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
+        t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
+        outputs[t, b], lstm_state = packed_lstm(self.lstm, hidden, t, b, done, lstm_state)
+        return outputs.flatten(0, 1), lstm_state
 
     def get_value(self, x, lstm_state, done, active):
         hidden, _ = self.get_states(x, lstm_state, done, active)
@@ -450,12 +473,6 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
     return advantages, values
 
 
-def to_sequences(x, bptt_len):
-    """(T, P, ...) -> (bptt_len, T // bptt_len * P, ...): the rollout cut into BPTT sequences, sequence = (chunk,
-    player); the N heroes of a team are consecutive, team sequence j holds player sequences j * N to j * N + N - 1"""
-    return x.reshape((-1, bptt_len) + x.shape[1:]).transpose(0, 1).reshape((bptt_len, -1) + x.shape[2:])
-
-
 def shape_rewards(scores, weights, is_win, time, tau, args):
     """Per-hero rewards (E, 2, N) from score changes (E, 2, N, C) (OpenAI Five, Appendix G).
 
@@ -510,20 +527,10 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     return results
 
 
-def resolve_args(args: Args) -> tuple[Args, dict | None, dict | None]:
-    """The run's arguments, checked: a resumed run's own (its other flags ignored), a rated model's world and network
-    (--eval-only), the world's defaults for the flags left unset. Returns (args, checkpoint, saved model)."""
-    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
-        args = Args(**{**checkpoint["args"], "resume": args.resume})
-    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for key in ("env_id", "num_heroes", "hidden_size") if saved else ():  # the world and network of the model
-        setattr(args, key, saved["args"][key])
-    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
-    for key, value in world_defaults(args.env_id).items():  # the world's own defaults for the flags left unset
-        if key != "bot_opponents":  # (which are among the references: check_world)
-            setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-    positive = ("total_timesteps", "learning_rate", "num_envs", "num_steps", "bptt_len", "horizon_seconds")
+def check_args(args: Args, envs, references) -> None:
+    """Every check of the arguments, once the world `envs` is made and its defaults fill the flags left unset:
+    one line and exit code 2 for the first that fails; nothing is changed (--num-envs: make_envs)."""
+    positive = ("total_timesteps", "learning_rate", "num_steps", "bptt_len", "horizon_seconds")
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
@@ -533,62 +540,35 @@ def resolve_args(args: Args) -> tuple[Args, dict | None, dict | None]:
     for name in ("policy_lag", "save_every"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
-    return args, checkpoint, saved
-
-
-def check_world(args: Args, envs, world_size: int) -> tuple[list[str], dict[str, float]]:
-    """Check the flags that depend on the world and fill in the sizes that follow from it (`args.num_players`, ...).
-    Returns (the references, the score weights)."""
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
-    args.num_heroes = envs.num_heroes
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
-    args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes
-    args.batch_size = args.num_players * args.num_steps
-    args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
-    check(0 < args.gamma < 1, f"--horizon-seconds {args.horizon_seconds} must exceed a step ({envs.seconds_per_step}s)")
+    gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
+    step = f"must exceed a step ({envs.seconds_per_step}s)"
+    check(0 < gamma < 1, f"--horizon-seconds {args.horizon_seconds} {step}")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
-    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
-    split = f"--num-minibatches {args.num_minibatches} must divide the {args.num_sequences} team sequences per rollout"
-    check(args.num_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
-    references = args.references or envs.bot_names
-    if args.bot_opponents is None:  # the world's bot opponents among the references, in their order (none: every one)
-        args.bot_opponents = tuple(name for name in references if name in world_defaults(args.env_id)["bot_opponents"])
+    num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
+    split = f"--num-minibatches {args.num_minibatches} must divide the {num_sequences} team sequences per"
+    check(num_sequences % args.num_minibatches == 0, split + " rollout (num_envs * 2 * num_steps / bptt_len)")
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     outside = [name for name in args.bot_opponents if name not in references]
     check(not outside, f"bot opponents {outside} not in --references {' '.join(references)}: pass --bot-opponents")
-    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
         known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
-        check(component in score_weights, f"--score-weights {item}: {known}")
+        check(component in envs.DEFAULT_SCORE_WEIGHTS, f"--score-weights {item}: {known}")
         try:
-            score_weights[component] = float(value)
+            number = float(value)
         except ValueError:
-            score_weights[component] = float("nan")
-        check(np.isfinite(score_weights[component]), f"--score-weights {item}: give each weight as name=number")
-    args.minibatch_sequences = args.num_sequences // args.num_minibatches
-    args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    return references, score_weights
-
-
-def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
-    """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with --num-envs games and its own seeds,
-    gradients all-reduced; one past-opponent pool (every process applies every quality update), rank 0 evaluates.
-    Returns (rank, local rank, world size)."""
-    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
-    world_size = max(world_size, 1)
-    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
-    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
-    if world_size > 1:
-        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
-    return rank, local_rank, world_size
+            number = None
+        check(number is not None and np.isfinite(number), f"--score-weights {item}: give each as name=number")
 
 
 def make_envs(args: Args, checkpoint: dict | None, rank: int):
     """This process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
     autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own."""
+    check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
     if checkpoint:
         env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
@@ -596,16 +576,6 @@ def make_envs(args: Args, checkpoint: dict | None, rank: int):
         return make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
-
-
-def make_run_name(args: Args, checkpoint: dict | None, world_size: int) -> str:
-    """The run's name: a resumed run keeps its own; every process takes rank 0's."""
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_name = checkpoint["run_name"] if checkpoint else run_name
-    if world_size > 1:
-        dist.broadcast_object_list(names := [run_name], 0)
-        run_name = names[0]
-    return run_name
 
 
 def make_writer(args: Args, run_name: str, rank: int, checkpoint: dict | None) -> SummaryWriter:
@@ -631,77 +601,56 @@ def make_writer(args: Args, run_name: str, rank: int, checkpoint: dict | None) -
     return writer
 
 
-def reference_evaluator(envs, args: Args, references: list[str], checkpoint: dict | None) -> ReferenceEvaluator:
-    """The fixed reference pool, rated by games among the references (Appendix J) once per world and bot set (cached);
-    a resumed run keeps the reference ratings it started with."""
-    if checkpoint is None:
-        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
-    else:
-        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
-    return ReferenceEvaluator(ratings)
-
-
-def evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name) -> None:
-    """--eval-only: the saved model against every reference (sampled actions, each side in half of the games),
-    printed as a Markdown table, then its TrueSkill rating."""
-    video_path = f"videos/{run_name}/eval.gif" if args.capture_video else None
-    results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video_path)
-    print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
-    for name, (win, draw, loss) in results.items():
-        mu = evaluator.references[name].mu
-        print(f"| `{name}` | {mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {args.eval_games} |")
-    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
-
-
-# Checkpoints (--save-every, --resume): everything the next update depends on. The learner's state (these keys) is the
-# same in every process; under "ranks", each process's generators, reward statistics and, in a world that saves its
-# state (the lane world), its games in progress
-CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps", "versions")
-CHECKPOINT_KEYS += ("evaluator", "eval_generator", "pool", "past_agents", "ranks")
-
-
-def save_checkpoint(path: str, state: dict, local: dict, rng, rank: int, world_size: int) -> None:
-    """Write `state` (the run's args and CHECKPOINT_KEYS but "ranks") and, under "ranks", each process's `local` with
-    its generators, gathered by rank 0; atomically."""
-    assert set(state) == {"args", *CHECKPOINT_KEYS} - {"ranks"}, "a checkpoint holds the keys that resume reads"
-    local = {"rng": rng_states(), "generator": rng.bit_generator.state, **local}  # the script's own generator too
-    ranks = [local] * world_size
-    if world_size > 1:
-        dist.gather_object(local, ranks if rank == 0 else None, 0)
-    if rank == 0:
-        atomic_save({**state, "ranks": ranks}, path)
-
-
-def restore_checkpoint(checkpoint, rank, rng, agent, optimizer, evaluator, pool, past_agents, eval_rng) -> dict:
-    """Load what save_checkpoint wrote into the objects given and set this process's generators as they were. Returns
-    this process's `local`; the caller reads the counters, grad_sq and versions from `checkpoint` and, from `local`,
-    the reward statistics and the games in progress that its loop writes into `local` at each save."""
-    agent.load_state_dict(checkpoint["model"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    evaluator.load_state_dict(checkpoint["evaluator"])
-    pool.load_state_dict(checkpoint["pool"])
-    for state in checkpoint["past_agents"]:
-        past_agents.append(copy.deepcopy(agent).eval())
-        past_agents[-1].load_state_dict(state)
-    local = checkpoint["ranks"][rank]  # this process's games, generators and reward statistics
-    set_rng_states(local["rng"])
-    rng.bit_generator.state = local["generator"]
-    eval_rng.bit_generator.state = checkpoint["eval_generator"]
-    return local
-
-
 if __name__ == "__main__":
     launch_time = time.time()
-    args, checkpoint, saved = resolve_args(tyro.cli(Args))
-    rank, local_rank, world_size = init_torchrun(args, checkpoint)
+    args = tyro.cli(Args)
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    for key in ("env_id", "num_heroes", "hidden_size") if saved else ():  # the world and network of the model
+        setattr(args, key, saved["args"][key])
+    worlds = ", ".join(TEAM_ENV_IDS)
+    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
+    for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
+        if getattr(args, key) is None and key != "bot_opponents":  # (which are among the references: below)
+            setattr(args, key, value)
+
+    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds;
+    # gradients all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates
+    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    world_size = max(world_size, 1)
+    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
+    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
+    if world_size > 1:
+        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
+
     envs = make_envs(args, checkpoint, rank)
-    references, score_weights = check_world(args, envs, world_size)
+    references = args.references or envs.bot_names
+    if args.bot_opponents is None:  # the world's bot opponents among the references, in their order
+        bots = world_defaults(args.env_id)["bot_opponents"]
+        args.bot_opponents = tuple(name for name in references if name in bots)
+    check_args(args, envs, references)
+    args.num_heroes = envs.num_heroes
+    args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
+    args.batch_size = args.num_players * args.num_steps
+    args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
+    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
+    args.minibatch_sequences = args.num_sequences // args.num_minibatches
+    args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
+    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
+    for component, _, value in (item.partition("=") for item in args.score_weights):
+        score_weights[component] = float(value)
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     P, obs_shape = args.num_players, envs.obs_shape
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
-    run_name = make_run_name(args, checkpoint, world_size)
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else run_name  # a resumed run keeps its name
+    if world_size > 1:  # every process takes rank 0's
+        dist.broadcast_object_list(names := [run_name], 0)
+        run_name = names[0]
     writer = make_writer(args, run_name, rank, checkpoint)
     verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
@@ -710,7 +659,6 @@ if __name__ == "__main__":
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    rng = np.random.default_rng(args.seed)
     eval_rng = np.random.default_rng([args.seed, 1])  # evaluation's own generator: evaluating never changes training
 
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
@@ -727,15 +675,25 @@ if __name__ == "__main__":
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
         print(f"{args.env_id}: {defaults}, score weights {score_weights}", flush=True)
-    evaluator = reference_evaluator(envs, args, references, checkpoint)
+    if checkpoint:  # a resumed run keeps the reference ratings it started with
+        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
+    else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
+        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
+    evaluator = ReferenceEvaluator(ratings)
     if verbose:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
-    if saved:
+    if saved:  # --eval-only: the model against every reference (sampled actions, each side in half the games)
         try:
             agent.load_state_dict(saved["model"])
         except RuntimeError as error:
             usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {str(error).splitlines()[0]}")
-        evaluate_only(agent, args, evaluator, references, device, eval_rng, run_name)
+        video = f"videos/{run_name}/eval.gif" if args.capture_video else None
+        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video)
+        print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
+        for name, (win, draw, loss) in results.items():
+            mu = evaluator.references[name].mu
+            print(f"| `{name}` | {mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {args.eval_games} |")
+        print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
         sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
@@ -774,11 +732,21 @@ if __name__ == "__main__":
     next_done = torch.zeros(P).to(device)
     next_lstm_state = zero_state(agent, P, device)
     checkpoint_path, last_checkpoint = f"runs/{run_name}/checkpoint.pt", args.resume
-    if checkpoint:  # everything that decides what comes next, as it was after update `iteration`
-        local = restore_checkpoint(checkpoint, rank, rng, agent, optimizer, evaluator, pool, past_agents, eval_rng)
+    if checkpoint:  # resume (as nanoGPT's train.py): the saved checkpoint below, read back key by key
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
         versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
+        evaluator.load_state_dict(checkpoint["evaluator"])
+        eval_rng.bit_generator.state = checkpoint["eval_generator"]
+        pool.load_state_dict(checkpoint["pool"])
+        for state in checkpoint["past_agents"]:
+            past_agents.append(copy.deepcopy(agent).eval())
+            past_agents[-1].load_state_dict(state)
+        local = checkpoint["ranks"][rank]  # this process's generators, reward statistics and games
+        set_rng_states(local["rng"])
+        rng.bit_generator.state = local["generator"]
         return_mean, return_var, return_count = local["return_moments"]
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
@@ -893,46 +861,46 @@ if __name__ == "__main__":
             )
             returns = advantages + filled_values
 
-        # the rollout as BPTT sequences (bptt_len, num_chunks * P, ...); the policy learns from its own applied actions
-        # only, the value from every decision in the update; the network runs where it ran in the rollout
-        b_obs = to_sequences(obs, args.bptt_len)
-        b_masks = to_sequences(masks, args.bptt_len)
-        b_actions = to_sequences(actions, args.bptt_len)
-        b_logprobs = to_sequences(logprobs, args.bptt_len)
-        b_dones = to_sequences(dones, args.bptt_len)
-        b_learner_acts = to_sequences(learner_acts, args.bptt_len)
-        b_advantages = to_sequences(advantages, args.bptt_len)
-        b_returns = to_sequences(returns, args.bptt_len)
-        b_values = to_sequences(filled_values, args.bptt_len)
-        b_policy_weights = to_sequences(applied * in_update, args.bptt_len)
-        b_value_weights = to_sequences(in_update, args.bptt_len).float()
+        # flatten the batch; the policy learns from its own applied actions only, the value from every
+        # decision in the update; the network runs where it ran in the rollout
+        b_obs = obs.reshape((-1,) + obs_shape)
+        b_masks = masks.reshape(-1, A)
+        b_actions = actions.reshape(-1)
+        b_logprobs = logprobs.reshape(-1)
+        b_dones = dones.reshape(-1)
+        b_learner_acts = learner_acts.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = filled_values.reshape(-1)
+        b_policy_weights = (applied * in_update).reshape(-1)
+        b_value_weights = in_update.reshape(-1).float()
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
+        # with; flatinds (bptt_len, sequences): each sequence's rows of the flat batch, in time order
         b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
+        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
 
         # Optimizing the policy and value network
-        seq_inds = np.arange(args.num_sequences)
+        team_inds = np.arange(args.num_sequences)
         clipfracs = []
         finite = torch.tensor(True, device=device)  # numerical faults, checked once after the update
         for _epoch in range(args.update_epochs):
-            np.random.shuffle(seq_inds)
+            np.random.shuffle(team_inds)
             for start in range(0, args.num_sequences, args.minibatch_sequences):
-                mb_teams = seq_inds[start : start + args.minibatch_sequences]
-                mb = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams, for the cross-hero max-pool
-                mb_obs, mb_masks = b_obs[:, mb].flatten(0, 1), b_masks[:, mb].flatten(0, 1)
-                mb_actions, mb_logprobs = b_actions[:, mb].flatten(0, 1), b_logprobs[:, mb].flatten(0, 1)
-                mb_dones, mb_learner_acts = b_dones[:, mb].flatten(0, 1), b_learner_acts[:, mb].flatten(0, 1)
-                mb_advantages, mb_returns = b_advantages[:, mb].flatten(0, 1), b_returns[:, mb].flatten(0, 1)
-                mb_values = b_values[:, mb].flatten(0, 1)
-                pg_w, v_w = b_policy_weights[:, mb].flatten(0, 1), b_value_weights[:, mb].flatten(0, 1)
+                mb_teams = team_inds[start : start + args.minibatch_sequences]
+                mb_seqs = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams: the max-pool
+                mb_inds = flatinds[:, mb_seqs].ravel()  # time-major, as get_states reads them
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-                    mb_obs,
-                    (b_h[mb].unsqueeze(0), b_c[mb].unsqueeze(0)),
-                    mb_dones,
-                    mb_learner_acts,
-                    mb_masks,
-                    mb_actions,
+                    b_obs[mb_inds],
+                    (b_h[mb_seqs].unsqueeze(0), b_c[mb_seqs].unsqueeze(0)),
+                    b_dones[mb_inds],
+                    b_learner_acts[mb_inds],
+                    b_masks[mb_inds],
+                    b_actions[mb_inds],
                 )
+                pg_w, v_w = b_policy_weights[mb_inds], b_value_weights[mb_inds]
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
-                logratio = newlogprob - mb_logprobs
+                logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 
                 with torch.no_grad():
@@ -941,6 +909,7 @@ if __name__ == "__main__":
                     approx_kl = (((ratio - 1) - logratio) * pg_w).sum() / pg_n
                     clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * pg_w).sum() / pg_n).item()]
 
+                mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:  # statistics over the applied learner actions only
                     mean = (mb_advantages * pg_w).sum() / pg_n
                     std = ((((mb_advantages - mean) ** 2) * pg_w).sum() / pg_n).sqrt()
@@ -954,12 +923,14 @@ if __name__ == "__main__":
                 # Value loss
                 newvalue = newvalue.view(-1)
                 if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - mb_returns) ** 2
-                    v_clipped = mb_values + torch.clamp(newvalue - mb_values, -args.clip_coef, args.clip_coef)
-                    v_loss_clipped = (v_clipped - mb_returns) ** 2
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                    )
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                     v_loss = 0.5 * (torch.max(v_loss_unclipped, v_loss_clipped) * v_w).sum() / v_n
                 else:
-                    v_loss = 0.5 * (((newvalue - mb_returns) ** 2) * v_w).sum() / v_n
+                    v_loss = 0.5 * (((newvalue - b_returns[mb_inds]) ** 2) * v_w).sum() / v_n
 
                 entropy_loss = (entropy * pg_w).sum() / pg_n
                 loss = pg_loss - ent_coef * entropy_loss + v_loss * args.vf_coef
@@ -1054,20 +1025,46 @@ if __name__ == "__main__":
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")
 
-        # checkpoint: everything the next update depends on, each process's games and generators gathered by rank 0
+        # checkpoint (as nanoGPT's train.py; --resume reads it back above): all the next update depends on
         if args.save_every and (iteration % args.save_every == 0 or iteration == args.num_iterations):
-            local = {"return_moments": (return_mean, return_var, return_count)}
-            if hasattr(envs, "state_dict"):  # the world and the games in progress
-                local |= {"world": envs.state_dict(), **matchmaking.state_dict(), "next_obs_np": next_obs_np}
-                local |= {"info": info, "next_done": next_done, "next_lstm_state": next_lstm_state}
-                local |= {"game_scores": game_scores, "discounted_return": discounted_return}
             writer.flush()  # everything logged up to this update is on disk with the checkpoint
-            state = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
-            state |= {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "versions": versions}
-            state |= {"grad_sq": grad_sq, "grad_steps": grad_steps, "evaluator": evaluator.state_dict()}
-            state |= {"pool": pool.state_dict(), "past_agents": [past.state_dict() for past in past_agents]}
-            state |= {"eval_generator": eval_rng.bit_generator.state}
-            save_checkpoint(checkpoint_path, state, local, rng, rank, world_size)
+            local = {
+                "rng": rng_states(),
+                "generator": rng.bit_generator.state,
+                "return_moments": (return_mean, return_var, return_count),
+            }
+            if hasattr(envs, "state_dict"):  # the lane world saves its state: its games go on bit for bit
+                local.update(
+                    world=envs.state_dict(),
+                    **matchmaking.state_dict(),
+                    next_obs_np=next_obs_np,
+                    info=info,
+                    next_done=next_done,
+                    next_lstm_state=next_lstm_state,
+                    discounted_return=discounted_return,
+                    game_scores=game_scores,
+                )
+            ranks = [local] * world_size
+            if world_size > 1:  # each process's under "ranks", gathered by rank 0
+                dist.gather_object(local, ranks if rank == 0 else None, 0)
+            checkpoint = {
+                "args": vars(args),
+                "run_name": run_name,
+                "iteration": iteration,
+                "global_step": global_step,
+                "model": agent.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "grad_sq": grad_sq,
+                "grad_steps": grad_steps,
+                "versions": versions,
+                "evaluator": evaluator.state_dict(),
+                "eval_generator": eval_rng.bit_generator.state,
+                "pool": pool.state_dict(),
+                "past_agents": [past.state_dict() for past in past_agents],
+                "ranks": ranks,
+            }
+            if rank == 0:
+                atomic_save(checkpoint, checkpoint_path)
             last_checkpoint = checkpoint_path
 
     if args.save_model and rank == 0:
