@@ -428,6 +428,25 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
 
 
+def test_packed_lstm_does_what_its_docstring_example_says(script):
+    """packed_lstm's worked example: two heroes, four steps; three sequences, each from the state its docstring
+    names, and the states carried out (hero 1's reset by the game end after its last active step)."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    done = torch.zeros(4, 2)
+    done[2, 0] = done[3, 1] = 1
+    t, b = torch.tensor([0, 1, 3, 1, 2]), torch.tensor([0, 0, 0, 1, 1])
+    hidden, state = torch.randn(5, 3), (torch.randn(1, 2, 4), torch.randn(1, 2, 4))
+    out, (h, c) = script.packed_lstm(lstm, hidden, t, b, done, state)
+    zero = (torch.zeros(1, 1, 4), torch.zeros(1, 1, 4))
+    first, _ = lstm(hidden[:2, None], tuple(s[:, :1] for s in state))  # hero 0, steps 0-1: its carried state
+    second, (h0, c0) = lstm(hidden[2:3, None], zero)  # hero 0, step 3: zero, a game ended before it
+    third, _ = lstm(hidden[3:, None], tuple(s[:, 1:] for s in state))  # hero 1, steps 1-2: its carried state
+    torch.testing.assert_close(out, torch.cat([first, second, third])[:, 0])
+    torch.testing.assert_close((h[:, :1], c[:, :1]), (h0, c0))
+    assert not h[:, 1].any() and not c[:, 1].any()
+
+
 def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_done, gamma, lam):
     """GAE decision by decision: from each active step t to the hero's next active step u (or the bootstrap after
     the rollout), R = the rewards discounted per step, cut where a game ends; delta = R + gamma^(u - t) V(u) - V(t);
