@@ -18,6 +18,7 @@ import torch
 
 MODELS = pv.ROOT / "cleanfive" / "models"
 EVAL_GAMES = 512
+RATING_CODE = ("cleanfive/ppo_lstm_selfplay.py", "cleanfive/envs", "cleanfive/trueskill_league.py")  # what plays
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--model", required=True, help="a --save-model file of ppo_lstm_selfplay.py")
 PARSER.add_argument("--name", required=True, help="the bundled model's name: cleanfive/models/<name>.cleanfive_model")
@@ -51,7 +52,7 @@ if __name__ == "__main__":
         f"- file: `{relative}` ({size / 1024:.0f} KB: weights and the run's arguments, plain data)",
         f"- trained with: `{args.trained}`",
         f"- trained at: {args.trained_at}",
-        f"- rated on {start} at commit `{pv.code_version('cleanfive')}` on {pv.machine()}, with:",
+        f"- rated on {start} at commit `{pv.code_version(*RATING_CODE)}` on {pv.machine()}, with:",
         "",
         "```bash",
         "uv run python " + " ".join(eval_command(relative)),
