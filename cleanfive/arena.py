@@ -4,7 +4,6 @@ import errno
 import inspect
 import json
 import os
-import pickle
 import re
 import sys
 import threading
@@ -66,12 +65,12 @@ def load_model(path: str) -> Model:
         env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
         agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"])
         agent.load_state_dict(saved["model"])
-    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
-        usage_error(
-            f"{path} holds objects other than tensors and plain values, so it is not read; if it is a file of yours "
-            f"from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
-        )
     except Exception as exc:
+        if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
+            usage_error(
+                f"{path} holds objects other than tensors and plain values, so it is not read; if it is a file of "
+                f"yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+            )
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot load {path} ({reason}); pass a model of {SCRIPT} --save-model (or its checkpoint.pt)")
     step = f"@{saved['global_step']}" if "global_step" in saved else ""  # a checkpoint: the step it was taken at

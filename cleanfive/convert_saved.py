@@ -46,6 +46,9 @@ if __name__ == "__main__":
             with torch.serialization.safe_globals(NUMPY_DATA):
                 saved = torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
+            if "GLOBAL" not in str(exc):  # not a refused class or function: not a pickle at all
+                print(f"error: cannot read {path} ({exc}); pass a cleanfive model or checkpoint", file=sys.stderr)
+                sys.exit(2)
             reason = " ".join(str(exc).split())[:300]
             print(
                 f"error: {path} holds objects other than data and NumPy arrays; not converted ({reason})",

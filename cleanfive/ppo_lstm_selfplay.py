@@ -2,7 +2,6 @@
 import copy
 import hashlib
 import os
-import pickle
 import random
 import sys
 import time
@@ -145,12 +144,12 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
         if missing := [key for key in ("args", *keys) if key not in saved]:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
-    except pickle.UnpicklingError:  # objects other than data: a file written before 2026-11-27, or one that runs code
-        usage_error(
-            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
-            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
-        )
     except Exception as exc:
+        if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
+            usage_error(
+                f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+                f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+            )
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
     return saved
