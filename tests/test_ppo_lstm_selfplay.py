@@ -17,31 +17,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
-    "--total-timesteps",
-    "768",
-    "--num-envs",
-    "8",
-    "--num-steps",
-    "32",
-    "--bptt-len",
-    "16",
-    "--num-minibatches",
-    "2",
-    "--update-epochs",
-    "1",
-    "--pool-every",
-    "1",
-    "--eval-every",
-    "2",
-    "--eval-games",
-    "2",
-    "--hidden-size",
-    "32",
-    "--no-cuda",
-]  # fmt: skip (the default references at the default games: their ratings ship with the package, nothing is rated)
+    "--total-timesteps", "768", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
+    "--num-minibatches", "2", "--update-epochs", "1", "--pool-every", "1", "--eval-every", "2",
+    "--eval-games", "2", "--hidden-size", "32", "--no-cuda",
+]  # fmt: skip
+# the default references at the default games: their ratings ship with the package, nothing is rated; a run with
+# references of its own rates them from 2 games a pair (FEW), in its own folder
+FEW = ["--reference-games", "2"]
 # 3 updates of 4 games x 32 steps (evaluations at update 2 and at the last, 3); full games are the cost of a lane or
 # football evaluation, whatever their number
-TEAM_TINY = ["--total-timesteps", "384", "--num-envs", "4", "--num-minibatches", "2", "--eval-games", "1"]
+TEAM_TINY = ["--total-timesteps", "384", "--num-envs", "4", "--num-minibatches", "2", "--eval-games", "1", *FEW]
 SMOKE = {
     "ConnectFour-v1": [],
     "TicTacToe-v1": [],
@@ -74,14 +59,15 @@ RELIABILITY_USER_ERRORS = [
 ]
 # --policy-lag K: runs of 2 updates (lag 1) and of 3 updates (lags 1 and 2), a checkpoint after every update
 LAG = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--bot-fraction", "0", "--eval-every", "100"]
-LAG += ["--bot-fraction-end", "0", "--save-every", "1", "--references", "random", "greedy"]
+LAG += ["--bot-fraction-end", "0", "--save-every", "1", "--references", "random", "greedy", *FEW]
 LAG_RUNS = {(2, 1): ["--total-timesteps", "512", "--policy-lag", "1"]}
 LAG_RUNS |= {(3, lag): ["--total-timesteps", "768", "--policy-lag", str(lag)] for lag in (1, 2)}
 # --score-weights: the world's own weight, no override, and another weight
 WEIGHTS = [*TINY, "--total-timesteps", "256", "--no-norm-reward", "--references", "random", "greedy", "--save-model"]
+WEIGHTS += FEW
 WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--score-weights", "win=0.5"]}
 BOTS = [*TINY, "--total-timesteps", "3072", "--past-fraction", "0", "--eval-every", "100"]
-BOTS += ["--references", "greedy", "lookahead"]
+BOTS += ["--references", "greedy", "lookahead", *FEW]
 BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
 BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--references", "random", "greedy", "--bot-opponents", "random"]}
 BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
