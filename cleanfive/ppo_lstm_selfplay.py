@@ -488,41 +488,48 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
 
 
 def play_references(agent, args, evaluator, names, device, eval_rng, video_path=None):
-    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`.
+    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`, all at once (game g
+    faces `names[g // eval_games]`; each bot moves in its own games only).
 
     Every random draw comes from `eval_rng` (world seeds, bot moves and, by a forked torch generator, the agent's
     actions), so that evaluating never changes the training run. Returns {reference: (wins, draws, losses) as
-    fractions}. With `video_path`, game 0 against the first reference is saved as a GIF (every 4th step).
+    fractions}. With `video_path`, game 0 (against the first reference) is saved as a GIF (every 4th step).
     """
-    env = make_team_env(args.env_id, args.eval_games, int(eval_rng.integers(2**31)), args.num_heroes)
-    E, N, rows, results = args.eval_games, args.num_heroes, np.arange(args.eval_games), {}
+    E, N = args.eval_games * len(names), args.num_heroes
+    env = make_team_env(args.env_id, E, int(eval_rng.integers(2**31)), args.num_heroes)
+    rows, opponent = np.arange(E), np.repeat(np.arange(len(names)), args.eval_games)  # index into names
+    agent_side = rows % args.eval_games % 2  # the agent plays each side in half of the games against each reference
     with torch.random.fork_rng(), torch.inference_mode():
         torch.manual_seed(int(eval_rng.integers(2**31)))
-        for name in names:
-            obs, info = env.reset()
-            frames, step = [], 0
-            agent_side = rows % 2  # the agent plays each side in half of the games
-            state, done, scores = zero_state(agent, E * N, device), torch.zeros(E * N).to(device), np.full(E, np.nan)
-            while np.isnan(scores).any():
-                x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
-                mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-                active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
-                action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
-                actions = np.zeros((E, 2, N), dtype=np.int64)
-                actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
-                actions[rows, 1 - agent_side] = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng)
-                if video_path and name == names[0] and np.isnan(scores[0]) and step % 4 == 0:
-                    frames.append(Image.fromarray(env.render(0)))
-                step += 1
-                obs, _, next_done, info = env.step(actions)
-                finished = info["game_over"] & np.isnan(scores)
-                scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
-                done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
-            if frames:
-                os.makedirs(os.path.dirname(video_path), exist_ok=True)
-                frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
-            evaluator.update_many(name, scores)
-            results[name] = ((scores == 1).mean(), (scores == 0.5).mean(), (scores == 0).mean())
+        obs, info = env.reset()
+        frames, step = [], 0
+        state, done, scores = zero_state(agent, E * N, device), torch.zeros(E * N).to(device), np.full(E, np.nan)
+        while np.isnan(scores).any():  # until every game has ended once
+            x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
+            mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
+            active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
+            action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
+            actions = np.zeros((E, 2, N), dtype=np.int64)
+            actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
+            for i, name in enumerate(names):
+                games = opponent == i
+                bot = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng, games)[games]
+                actions[rows[games], 1 - agent_side[games]] = bot
+            if video_path and np.isnan(scores[0]) and step % 4 == 0:
+                frames.append(Image.fromarray(env.render(0)))
+            step += 1
+            obs, _, next_done, info = env.step(actions)
+            finished = info["game_over"] & np.isnan(scores)
+            scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
+            done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
+    if frames:
+        os.makedirs(os.path.dirname(video_path), exist_ok=True)
+        frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    results = {}
+    for i, name in enumerate(names):
+        against = scores[opponent == i]
+        evaluator.update_many(name, against)
+        results[name] = ((against == 1).mean(), (against == 0.5).mean(), (against == 0).mean())
     return results
 
 

@@ -9,9 +9,10 @@ update is in place, is resumed, and must then end with the same hash as the unin
 bit-exactness (the lane world; other worlds restart their games with fresh seeds, so there the resumed run only has to
 finish).
 
-The default run plays the first ``DEFAULT_CASES`` cases of the scripts in ``DEFAULT_SCRIPTS``; ``-m slow`` plays the
-rest of the first ``SLOW_CASES`` cases of every script and prints what it ran. Every crash found becomes a named
-regression test in the script's test file.
+It is a search, not a regression check: ``-m slow`` plays the first ``SLOW_CASES`` cases of every script and prints
+what it ran (on 2 cores the cases of the five scripts take over an hour; one case took 40-60 s of the default run's
+5-minute budget, so the default run keeps only the generator's own checks). Every crash found becomes a named
+regression test in the script's test file, which the default run does run.
 """
 
 import importlib.util
@@ -27,9 +28,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 39
-DEFAULT_CASES = 1
-# the default run's scripts (the µRTS scripts' cases, whose JVM start costs most, run under -m slow only)
-DEFAULT_SCRIPTS = ["ppo_lstm_selfplay", "five_surgery", "cleanba_impala"]
 SLOW_CASES = 30
 HASH = re.compile(r"params_sha256=([0-9a-f]{64})\b")
 HAS_MICRORTS = importlib.util.find_spec("gym_microrts") is not None
@@ -259,23 +257,9 @@ def check(script, i, tmp_path, v0_model):
     return case
 
 
-@pytest.mark.parametrize("i", range(DEFAULT_CASES))
-@pytest.mark.parametrize("script", DEFAULT_SCRIPTS)
-def test_drawn_flag_combination_runs(script, i, tmp_path, v0_model):
-    check(script, i, tmp_path, v0_model)
-
-
-SLOW = [
-    (script, i)
-    for script in GENERATORS
-    for i in range(SLOW_CASES)
-    if script not in DEFAULT_SCRIPTS or i >= DEFAULT_CASES
-]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "i"), SLOW)
-def test_drawn_flag_combination_runs_slow(script, i, tmp_path, v0_model):
+@pytest.mark.parametrize(("script", "i"), [(script, i) for script in GENERATORS for i in range(SLOW_CASES)])
+def test_drawn_flag_combination_runs(script, i, tmp_path, v0_model):
     case = check(script, i, tmp_path, v0_model)
     resumed = f" (from update {case['resumed_from']} of {case['updates']})" if case["resume"] else ""
     print(f"{script} case {i}: {' '.join(case['flags'])} processes={case['processes']}{resumed}")

@@ -2,8 +2,10 @@
 TensorBoard keys, saved models and --eval-only.
 
 Every script of cleanfive/ has a row in SCRIPTS (test_every_script_has_a_row fails until a new script adds one) and
-must pass every case. All runs are subprocesses with tiny budgets. They are independent, so the `runs` fixture
-starts the work of every selected test of this module at once, three at a time, and each test waits for its own.
+must pass every case. All runs have tiny budgets, in subprocesses; the runs that need no process of their own share
+one interpreter per script (tests/driver.py: a process start costs 4-6 s of imports). They are independent, so the
+`runs` fixture starts the work of every selected test of this module at once, three jobs at a time, and each test
+waits for its own.
 """
 
 import importlib.util
@@ -347,25 +349,50 @@ def bad_input(name, case, tmp):
     return [*s.tiny, flag, str(files[what])], {}, str(files[what])
 
 
-def errors_job(key, tmp):
-    """The bad-input cases of one script that need no environment of their own, in one interpreter."""
-    name = key[1]
-    cases = [c for c in ERROR_CASES if not error_skip(name, c) and c != "missing extra"]
-    flags = {case: bad_input(name, case, tmp) for case in cases}
-    env = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}
-    results = drive(script_path(name), {case: (tmp, flags[case][0]) for case in cases}, env=env)
-    return {case: (results[case][0], flags[case][2]) for case in cases}
+DRIVER_ENV = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}  # never the network, nor a display
 
 
-def extra_job(key, tmp):
+def driven_job(name, kinds, tmp):
+    """The runs of one script that need no process of their own, in one interpreter (tests/driver.py): its bad-input
+    cases ("errors"), the numerical fault ("fault"), and ("track") --eval-only on the model that a tracked run (a
+    process of its own: wandb) saved. Returns {kind: what that kind's tests check}."""
+    s, cases, out = SCRIPTS[name], {}, {}
+    if "track" in kinds:
+        tracked = tmp / "tracked"
+        tracked.mkdir()
+        env = {"WANDB_DIR": str(tracked), "WANDB_SILENT": "true"}
+        tracked_run = run(name, [*s.tiny, "--track", "--save-model", "--quiet"], tracked, **env)
+        out["track"] = {"tmp": tracked, "tracked": tracked_run}
+        models = list(tracked.glob(f"runs/*/{name}.cleanfive_model"))
+        if out["track"]["tracked"].returncode == 0 and models:
+            out["track"] |= {"run_dir": models[0].parent, "video": s.video == "yes"}  # the driver has no display
+            video = ["--capture-video"] if s.video == "yes" else []
+            cases["evaluated"] = (tracked, [*s.tiny, *s.eval_flags, "--eval-only", str(models[0]), *video])
+    if "errors" in kinds:
+        errors = [c for c in ERROR_CASES if not error_skip(name, c) and c != "missing extra"]
+        flags = {case: bad_input(name, case, tmp) for case in errors}
+        cases |= {case: (tmp, flags[case][0]) for case in errors}
+    if "fault" in kinds:
+        cases["fault"] = (tmp / "fault", [*s.tiny, *s.nan, "--save-every", "1", "--quiet"])
+    results = drive(script_path(name), cases, env=DRIVER_ENV, timeout=600)
+    if "errors" in kinds:
+        out["errors"] = {case: (results[case][0], flags[case][2]) for case in errors}
+    if "fault" in kinds:
+        out["fault"] = results["fault"]
+    if "evaluated" in results:
+        out["track"]["evaluated"] = results["evaluated"][0]
+    return out
+
+
+def extra_job(name, kinds, tmp):
     """The missing-extra case: a process of its own, with the fake package first on its path."""
-    flags, env, says = bad_input(key[1], "missing extra", tmp)
-    return {"missing extra": (run(key[1], flags, tmp, **env), says)}
+    flags, env, says = bad_input(name, "missing extra", tmp)
+    return {"extra": {"missing extra": (run(name, flags, tmp, **env), says)}}
 
 
-def resume_job(key, tmp):
-    """SIGKILL a run once a checkpoint at update >= 2 exists, resume it (twice, or beside an uninterrupted run)."""
-    name = key[1]
+def resume_job(name, kinds, tmp):
+    """SIGKILL a run once a checkpoint at update >= 2 exists, resume it (twice, or beside an uninterrupted run; both
+    in one interpreter)."""
     s = SCRIPTS[name]
     flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model", "--quiet"]
     killed, other = tmp / "killed", tmp / "other"
@@ -391,37 +418,17 @@ def resume_job(key, tmp):
     checkpoint = load(path)  # what the killed run left: a whole file (atomic writes), maybe a later update
     shutil.copy(path, other / "checkpoint.pt")
     # the run to compare with: uninterrupted (bit-identical), or the same checkpoint resumed elsewhere (deterministic)
+    cases = {"resumed": (killed, ["--resume", str(path.relative_to(killed))])}
     second = {"bit-identical": flags, "deterministic": ["--resume", "checkpoint.pt"]}.get(s.resume_check)
-    with ThreadPoolExecutor(2) as pool:
-        resumed = pool.submit(run, name, ["--resume", str(path.relative_to(killed))], killed)
-        second = second and pool.submit(run, name, second, other)
-        resumed, second = resumed.result(), second and second.result()
-    return {"checkpoint": checkpoint, "path": path, "resumed": resumed, "second": second, "dirs": (killed, other)}
+    cases |= {"second": (other, second)} if second else {}
+    results = drive(script_path(name), cases, env=DRIVER_ENV, timeout=600)
+    second = second and results["second"][0]
+    out = {"checkpoint": checkpoint, "path": path, "resumed": results["resumed"][0], "second": second}
+    return {"resume": out | {"dirs": (killed, other)}}
 
 
-def fault_job(key, tmp):
-    name = key[1]
-    result = run(name, [*SCRIPTS[name].tiny, *SCRIPTS[name].nan, "--save-every", "1", "--quiet"], tmp)
-    return result, tmp
-
-
-def track_job(key, tmp):
-    """A tracked run (wandb offline) that saves its model, then --eval-only on that model."""
-    name = key[1]
-    s = SCRIPTS[name]
-    tracked = run(name, [*s.tiny, "--track", "--save-model", "--quiet"], tmp, WANDB_DIR=str(tmp), WANDB_SILENT="true")
-    out = {"tracked": tracked, "tmp": tmp}
-    models = list(tmp.glob(f"runs/*/{name}.cleanfive_model"))
-    if tracked.returncode != 0 or not models:
-        return out
-    out["run_dir"] = models[0].parent
-    out["video"] = s.video == "yes" or bool(os.environ.get("DISPLAY"))
-    video = ["--capture-video"] if out["video"] else []
-    out["evaluated"] = run(name, [*s.tiny, *s.eval_flags, "--eval-only", str(models[0]), *video], tmp)
-    return out
-
-
-JOBS = {"errors": errors_job, "extra": extra_job, "resume": resume_job, "fault": fault_job, "track": track_job}
+# each kind of test, the job that does its work (the kinds of one job and script share one run of it)
+JOB_OF = {"errors": driven_job, "fault": driven_job, "track": driven_job, "extra": extra_job, "resume": resume_job}
 
 
 def v0_job(cwd):
@@ -434,24 +441,28 @@ def v0_job(cwd):
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """Submit the job of every selected (not skipped) test of this module, three at a time; runs(key) waits.
-    five_surgery's jobs wait for V0_MODEL, the pool's first job (the other scripts' jobs start meanwhile)."""
-    futures, keys = {}, []
+    """Submit the jobs of every selected (not skipped) test of this module, three at a time; runs(key) waits for the
+    work of test kind key[0] on script key[1]. five_surgery's jobs wait for V0_MODEL, the pool's first job (the other
+    scripts' jobs start meanwhile)."""
+    kinds = {}  # (job, script) -> the kinds of test it serves
     for item in request.session.items:
         key = getattr(item, "callspec", None) and item.callspec.params.get("key")
-        if item.module is sys.modules[__name__] and key and key not in keys and not item.get_closest_marker("skip"):
-            keys.append(key)
+        if item.module is sys.modules[__name__] and key and not item.get_closest_marker("skip"):
+            kinds.setdefault((JOB_OF[key[0]], key[1]), set()).add(key[0])
     pool = ThreadPoolExecutor(3)
-    v0 = any(key[1] == "five_surgery" for key in keys) and pool.submit(v0_job, tmp_path_factory.mktemp("v0_model"))
+    surgery = any(name == "five_surgery" for _, name in kinds)
+    v0 = surgery and pool.submit(v0_job, tmp_path_factory.mktemp("v0_model"))
 
-    def job(key, tmp):
-        if key[1] == "five_surgery":
+    def job(work, name, tmp):
+        if name == "five_surgery":
             v0.result()
-        return JOBS[key[0]](key, tmp)
+        return work(name, kinds[work, name], tmp)
 
-    for key in keys:
-        futures[key] = pool.submit(job, key, tmp_path_factory.mktemp("_".join(key[:2])))
-    yield lambda key: futures[key].result()
+    futures = {}
+    for work, name in kinds:
+        future = pool.submit(job, work, name, tmp_path_factory.mktemp(f"{work.__name__}_{name}"))
+        futures |= {(kind, name): future for kind in kinds[work, name]}
+    yield lambda key: futures[key].result()[key[0]]
     pool.shutdown(cancel_futures=True)
     V0_MODEL.unlink(missing_ok=True)
 

@@ -409,11 +409,20 @@ class BoardTeamEnv:
         self._env.close()
 
     def bot_actions(
-        self, name: str, obs: np.ndarray, info: dict[str, np.ndarray], side: np.ndarray, rng: np.random.Generator
+        self,
+        name: str,
+        obs: np.ndarray,
+        info: dict[str, np.ndarray],
+        side: np.ndarray,
+        rng: np.random.Generator,
+        games: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Actions int (E, 1) of bot ``name`` playing side ``side[e]`` of every env (0 where it is not to move)."""
+        """Actions int (E, 1) of bot ``name`` playing side ``side[e]`` in ``games`` (bool (E,); None: every env), 0
+        elsewhere and where it is not to move. The bot searches only the boards of its own games."""
         act = np.zeros((self.num_envs, 1), dtype=np.int64)
         turn = info["acting"][self._arange, side, 0]
+        if games is not None:
+            turn = turn & games
         if turn.any():
             act[turn, 0] = bot_actions(name, info["board"][turn], side[turn], self.env_id, rng)
         return act

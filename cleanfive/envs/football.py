@@ -194,9 +194,21 @@ class FootballTeamEnv:
         return self._observe(observations), scores, game_over, self._info(game_over, outcome, game_length, time)
 
     def bot_actions(
-        self, name: str, obs: np.ndarray, info: dict[str, np.ndarray], side: np.ndarray, rng: np.random.Generator
+        self,
+        name: str,
+        obs: np.ndarray,
+        info: dict[str, np.ndarray],
+        side: np.ndarray,
+        rng: np.random.Generator,
+        games: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Actions int (E, N) of bot ``name`` for the players of side ``side[e]`` of every game."""
+        """Actions int (E, N) of bot ``name`` for the players of side ``side[e]`` in ``games`` (bool (E,); None: every
+        game), 0 (no force) elsewhere. Each bot acts on every game at once (VMAS's controller plans for every copy
+        anyway) and draws the same random numbers whatever ``games`` is."""
+        act = self._bot_actions(name, obs, side, rng)
+        return act if games is None else np.where(games[:, None], act, 0)
+
+    def _bot_actions(self, name: str, obs: np.ndarray, side: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if name == "random":
             return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
         if name == "vmas_ai":

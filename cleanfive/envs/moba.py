@@ -464,14 +464,23 @@ class MobaTeamEnv:
         return self._observe(), scores, over.copy(), self._info(over, outcome, game_length, time)
 
     def bot_actions(
-        self, name: str, obs: np.ndarray, info: dict[str, np.ndarray], side: np.ndarray, rng: np.random.Generator
+        self,
+        name: str,
+        obs: np.ndarray,
+        info: dict[str, np.ndarray],
+        side: np.ndarray,
+        rng: np.random.Generator,
+        games: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Actions int64 (E, N) of bot ``name`` for the heroes of side ``side[e]`` of every game.
+        """Actions int64 (E, N) of bot ``name`` for the heroes of side ``side[e]`` in ``games`` (bool (E,); None: every
+        game), 0 (no-op) elsewhere.
 
         The interface of ``cleanfive.envs.teams``; the bots read the env's last observation from the env itself, so
-        ``obs`` and ``info`` go unused.
+        ``obs`` and ``info`` go unused. Their rules are vectorised over every game (as cheap as over a few) and draw
+        the same random numbers whatever ``games`` is.
         """
-        return bot_actions(name, self, side, rng)
+        act = bot_actions(name, self, side, rng)
+        return act if games is None else np.where(games[:, None], act, NOOP)
 
     def close(self) -> None:
         """Nothing to release (the game is plain NumPy); present for the same interface as ``BoardTeamEnv``."""

@@ -10,7 +10,8 @@ Every world returned by :func:`make_team_env` has the same interface (the traini
 * ``info``: ``action_mask`` bool (E, 2, N, A), ``acting`` bool (E, 2, N) (whose action is applied), ``game_over``
   bool (E,) and ``outcome`` (E, 2) (+1 win, 0 draw, -1 loss) of games that ended on this step, ``game_length`` (E,),
   ``time`` (E,) (game seconds when this step's scores were earned, for the time decay);
-* ``bot_actions(name, obs, info, side int (E,), rng) -> int (E, N)``: a scripted bot playing side ``side[e]``.
+* ``bot_actions(name, obs, info, side int (E,), rng, games=None) -> int (E, N)``: a scripted bot playing side
+  ``side[e]`` in the games ``games`` (bool (E,); None: every game), 0 in the others.
 
 How each world resets a finished game (same-step or next-step autoreset) is documented in its module; ``done``
 hides the difference from a training loop.
