@@ -28,6 +28,16 @@ def test_every_world_ships_the_ratings_of_its_default_references_for_its_code_as
     assert entry["ratings"][env.bot_names[0]]["mu"] == 0.0 and set(entry["ratings"]) == set(env.bot_names)
 
 
+@pytest.mark.parametrize("env_id", teams.TEAM_ENV_IDS)
+def test_the_shipped_ratings_rise_along_the_bot_names(env_id):
+    """Every world lists its bots weakest first, and the games of the code as it is (400 a pair, the test above ties
+    the file to the code; -m slow plays them again) say so: e.g. football's chase beats random, VMAS's own scripted
+    team beats chase."""
+    env, key = world(env_id)
+    mu = [SHIPPED[key]["ratings"][name]["mu"] for name in env.bot_names]
+    assert all(a < b for a, b in zip(mu, mu[1:], strict=False)), dict(zip(env.bot_names, mu, strict=True))
+
+
 def test_rate_bots_reads_the_shipped_ratings_and_plays_nothing(tmp_path, monkeypatch):
     env, key = world("ConnectFour-v1")
     monkeypatch.setattr(teams, "play_bots", lambda *a, **k: pytest.fail("a shipped rating was played again"))
@@ -52,5 +62,9 @@ def test_the_shipped_ratings_are_what_the_games_give_again(env_id):
     ratings = teams.fit_bots(env_id, env.num_heroes, list(env.bot_names), GAMES)
     shipped = SHIPPED[key]["ratings"]
     assert ratings.keys() == shipped.keys()
-    for name, rating in ratings.items():  # seeded games: the same results, the same fit
-        assert (rating.mu, rating.sigma) == pytest.approx((shipped[name]["mu"], shipped[name]["sigma"]), abs=1e-9), name
+    # seeded games: the same results, the same fit; VMAS football's bot games are not reproducible from run to run
+    # (even on one torch thread: found when issue 48 re-rated them), so there within a tenth of a point
+    tolerance = 0.1 if env_id == "VmasFootball-v0" else 1e-9
+    for name, rating in ratings.items():
+        want = (shipped[name]["mu"], shipped[name]["sigma"])
+        assert (rating.mu, rating.sigma) == pytest.approx(want, abs=tolerance), name

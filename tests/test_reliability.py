@@ -467,8 +467,18 @@ def runs(request, tmp_path_factory):
     V0_MODEL.unlink(missing_ok=True)
 
 
+# the scripts whose tracked run and --eval-only of its model run under -m slow only (45-60 s of the default run's
+# 5-minute budget): their own test files play a saved model with --eval-only (five_surgery.py with --capture-video),
+# their TensorBoard keys are checked there too, and --track is the same few wandb.init lines in every script
+SLOW_TRACK = ("ppo_gridnet_masked", "ppo_action_guidance", "five_surgery")
+
+
 def keys(kind):
-    return [pytest.param((kind, name), id=name, marks=skip_marks(UNAVAILABLE.get(name))) for name in SCRIPTS]
+    def marks(name):
+        slow = kind == "track" and name in SLOW_TRACK
+        return skip_marks(UNAVAILABLE.get(name)) + ([pytest.mark.slow] if slow else [])
+
+    return [pytest.param((kind, name), id=name, marks=marks(name)) for name in SCRIPTS]
 
 
 def skip_marks(reason):
