@@ -31,8 +31,9 @@ SMOKE = {
     "ConnectFour-v1": [],
     "TicTacToe-v1": [],
     "Moba5v5-v0": [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push"],
-    "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase", "--eval-every", "3"],
-}  # football: one evaluation, at the last update (3), as a football game is 500 steps of VMAS physics (9 s a game)
+    "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase"]
+    + ["--eval-every", "3", "--reference-games", "1"],
+}  # football: one evaluation (at the last update, 3) and one rating game, as a game is 500 steps of VMAS physics
 SMOKE_BOARD = ("ConnectFour-v1", "TicTacToe-v1")
 USER_ERRORS = [
     (["--env-id", "CartPole-v1"], "ConnectFour-v1"),
