@@ -1,9 +1,12 @@
 """Repository-level checks: lint, docs build, and the CI entry point's exit-code handling."""
 
+import contextlib
 import importlib
+import io
 import math
 import os
 import re
+import runpy
 import shlex
 import stat
 import subprocess
@@ -185,6 +188,25 @@ def test_over_seeds_spread_counts_only_seeds_with_a_value():
     assert over_seeds([float("nan"), float("nan")]) == "not reached (0/2)"
 
 
+def in_process(cmd):
+    """`cmd` ([python, benchmark/<name>.py, *flags]) run in this process, from the repository's root, as a fresh
+    interpreter would run it but without its 3 s of imports: a CompletedProcess with the exit code, stdout and
+    stderr (a benchmark's messages and tables go through sys.stdout and sys.stderr)."""
+    assert cmd[0] == sys.executable and Path(cmd[1]).parent == ROOT / "benchmark", cmd
+    out, err, argv = io.StringIO(), io.StringIO(), sys.argv
+    sys.argv = [str(c) for c in cmd[1:]]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(ROOT):
+            runpy.run_path(str(cmd[1]), run_name="__main__")
+        code = 0
+    except SystemExit as stop:  # sys.exit(message) prints it and exits 1, as the interpreter does
+        code = stop.code if isinstance(stop.code, int) or stop.code is None else 1
+        err.write("" if isinstance(stop.code, int) or stop.code is None else f"{stop.code}\n")
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess(cmd, code or 0, out.getvalue(), err.getvalue())
+
+
 def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
@@ -200,7 +222,7 @@ def test_scores_report_averages_the_last_fraction_of_each_run(tmp_path):
         writer.add_scalar("charts/episodic_length", length, step)
     writer.close()
     cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_lstm_selfplay_scores.py"), str(run), "--fraction", "0.5"]
-    result = subprocess.run([*cmd, "--labels", "s1", "--no-docs"], capture_output=True, text=True, cwd=ROOT)
+    result = in_process([*cmd, "--labels", "s1", "--no-docs"])
     assert result.returncode == 0, result.stderr[-2000:]
     # the last half of 400 steps holds the points at 200, 300 and 400
     assert "| `tower1` | 4.33 |" in result.stdout
@@ -228,16 +250,16 @@ def test_table81_tabulates_kept_runs_and_counts_the_missing_ones(tmp_path):
     kept(3, 0.0, steps=50_000)  # another budget: not one of the asked runs
     cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_action_guidance_table81.py"), "--from-results", "--no-docs"]
     cmd += ["--results", str(tmp_path), "--tasks", "LearnToAttack", "--rows", "shaped", "--seeds", "1", "2", "3"]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    result = in_process(cmd)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "from 2 of the 3 runs asked for" in result.stdout
     assert "| shaped reward (second baseline) | 10.00 ± 1.00 (2/3) / 10.00 ± 0.00 |" in result.stdout
     assert "ended 2026-01-01 00:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
     kept(1, 9.0, started="2025-12-31 23:00 UTC")
     kept(2, 11.0, started="2026-01-01 23:00 UTC")
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    result = in_process(cmd)
     assert "trained from 2025-12-31 23:00 UTC to 2026-01-02 00:00 UTC at commit(s) `abc1234`" in result.stdout
-    result = subprocess.run([*cmd[:-3], "3"], capture_output=True, text=True, cwd=ROOT)
+    result = in_process([*cmd[:-3], "3"])
     assert result.returncode == 2 and "no kept results" in result.stderr
 
 
@@ -266,7 +288,7 @@ def test_rerun_tabulates_kept_arms(tmp_path):
     doc.write_text("<!-- BENCHMARK:rerun BEGIN -->\n<!-- BENCHMARK:rerun END -->\n")
     cmd = [sys.executable, str(ROOT / "benchmark" / "five_surgery_rerun.py"), "--from-results", "--seeds", "1", "2"]
     cmd += ["--results", str(tmp_path), "--doc", str(doc), "--plot", str(tmp_path / "plot.png")]
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    result = in_process(cmd)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "from 1 of 2 seeds with all three arms kept" in result.stdout
     for row in [
@@ -280,11 +302,11 @@ def test_rerun_tabulates_kept_arms(tmp_path):
         assert row in result.stdout
     assert "| target: final TrueSkill μ of (a) on Moba5v5-v1 | 6 | — |" in doc.read_text()
     kept("a", [(600, 480, 500_000, 6.0)], model="runs/another/model")  # operated on another v0: not this seed's
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    result = in_process(cmd)
     assert result.returncode == 2 and "no seed has all three arms kept" in result.stderr
     # a flag after -- that one of the two scripts lacks stops the run before any training
     bad = [*cmd[:2], "--seeds", "3", *cmd[6:], "--", "--hidden-size", "64"]  # the surgery takes v0's network
-    result = subprocess.run(bad, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = in_process(bad)
     assert result.returncode == 2 and "--hidden-size after -- is not a flag of five_surgery.py" in result.stderr
     assert not (tmp_path / "seed3__v0.json").exists()
 
@@ -307,15 +329,15 @@ def test_ablations_tabulate_kept_curves(tmp_path):
     cmd = [sys.executable, str(ROOT / "benchmark" / "ppo_lstm_selfplay_ablations.py"), "--from-results", "--no-docs"]
     cmd += ["--results", str(tmp_path), "--groups", "staleness", "--seeds", "1", "2", "--eval-every", "1"]
     cmd += ["--thresholds", "2", "--updates"]
-    result = subprocess.run([*cmd, "4"], capture_output=True, text=True, cwd=ROOT)
+    result = in_process([*cmd, "4"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| staleness (policy lag, versions) | 0 (b) | 1.00 ± 0.00 (2/2) | 3.00 ± 0.00 |" in result.stdout
     assert "| staleness (policy lag, versions) | 1 | 1.50 ± 0.00 (2/2) |" in result.stdout  # version 3 / version 2
     assert "| staleness (policy lag, versions) | 4 | —, 2 never reached T |" in result.stdout
     assert "| staleness (policy lag, versions) | 8 | 1.00 ± 0.00 (2/2) |" in result.stdout
-    result = subprocess.run([*cmd, "5"], capture_output=True, text=True, cwd=ROOT)  # another budget
+    result = in_process([*cmd, "5"])  # another budget
     assert result.returncode == 2 and "8 of the 8 runs are not kept" in result.stderr
-    result = subprocess.run([*cmd, "4", "--", "--policy-lag", "2"], capture_output=True, text=True, cwd=ROOT)
+    result = in_process([*cmd, "4", "--", "--policy-lag", "2"])
     assert result.returncode == 2 and "--policy-lag after -- would override" in result.stderr  # not every arm lag 2
 
 
@@ -366,14 +388,14 @@ def test_speed_gpu_tabulates_kept_runs_and_needs_cuda_to_run(tmp_path):
     kept("c4", [100, 300], [400, 600])  # medians 200 and 500
     (tmp_path / "ceiling.txt").write_text("envpool's ceiling here: 1000 steps/s\n")
     cmd = [sys.executable, str(ROOT / "benchmark" / "speed.py"), "--gpu", "--no-docs", "--results", str(tmp_path)]
-    result = subprocess.run([*cmd, "--cases", "c4", "--from-results"], capture_output=True, text=True, cwd=ROOT)
+    result = in_process([*cmd, "--cases", "c4", "--from-results"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| c4 | CPU | GPU | 100, 300 | 400, 600 | 2.50 |" in result.stdout
     assert "envpool's ceiling here: 1000 steps/s." in result.stdout
     import torch
 
     if not torch.cuda.is_available():
-        result = subprocess.run([*cmd, "--cases", "c4"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        result = in_process([*cmd, "--cases", "c4"])
         assert result.returncode == 2 and "--gpu: torch sees no CUDA device" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
 
@@ -383,7 +405,7 @@ def test_connect4_tactics_says_in_one_line_when_a_model_cannot_be_read(tmp_path)
     foreign.write_text("not a model")
     for path in (tmp_path / "missing.cleanfive_model", foreign):
         cmd = [sys.executable, str(ROOT / "benchmark" / "connect4_tactics.py"), "--models", str(path)]
-        result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        result = in_process(cmd)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert f"cannot read --models {path}" in result.stderr
 
