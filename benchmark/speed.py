@@ -8,7 +8,8 @@ the steps between the first and the last-but-one ``charts/SPS`` event over the s
 of ppo_lstm_selfplay.py holds its final evaluation); first update = seconds from the launch to the first event;
 wall = the whole process.
 
-Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), gridnet, impala and guidance (the other
+Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), c4-ladder (Connect Four with half of
+its games against lookahead, search1 and search2: the bots' share of the work), gridnet, impala and guidance (the other
 scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or ``--baseline-dir``;
 PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's ppo_lstm_selfplay.py in one process
 (A) against two processes under ``torchrun --nproc_per_node 2`` (B), ``--num-envs`` per process (B plays twice the
@@ -50,6 +51,7 @@ import provenance as pv
 
 DOC = pv.ROOT / "docs" / "speed.md"
 SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
+LADDER = ["--bot-opponents", "lookahead", "search1", "search2"]  # issue 40's upper recipe's bot opponents
 LANE = ["--num-heroes", "5", "--num-envs", "64"]  # the lane world's defaults until 2026-11-26, as measured since
 NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
 PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]
@@ -57,6 +59,7 @@ WIDE = ["--local-num-envs", "64", "--num-actor-threads", "4", "--torch-threads",
 # case: (this tree's script, its flags, the steps of one update of A, updates per run: 30-120 s on 2 idle cores)
 CASES = {
     "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
+    "c4-ladder": ("ppo_lstm_selfplay.py", [*SELFPLAY, *LADDER], 64 * 64, 3),  # half of the games against bots
     "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *LANE, *SELFPLAY], 64 * 64, 3),
     "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
     "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
