@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from payloads import RunsCode
 
 from cleanfive import arena
 from cleanfive.arena import MAX_BODY, Args, Session, league, load_model, serve
@@ -187,16 +188,6 @@ def test_bad_model_one_line_exit_2(tmp_path, capsys):
     torch.save({"script": "ppo_lstm_selfplay.py", "args": {}, "model": RunsCode(tmp_path / "code_ran")}, other)
     assert "convert_saved.py" in one_line_exit_2(lambda: load_model(str(other)), capsys)
     assert not (tmp_path / "code_ran").exists()  # refused before anything in the file ran
-
-
-class RunsCode:
-    """A pickled object that, unpickled by anything that runs code from a file, creates the file `path`."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return open, (self.path, "w")
 
 
 def test_port_in_use_one_line_exit_2(models, tmp_path):

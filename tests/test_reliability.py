@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from driver import drive
+from payloads import RunsCode
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -309,16 +310,6 @@ def same_model(path_a, path_b):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # the work of each test, run on the pool; each returns what its test checks
-
-
-class RunsCode:
-    """A pickled object that, unpickled by anything that runs code from a file, creates the file `path`."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __reduce__(self):
-        return open, (self.path, "w")
 
 
 def bad_input(name, case, tmp):
