@@ -1,7 +1,6 @@
 # docs: docs/arena.md (play a saved model in the browser; --league rates saved models on one TrueSkill ladder)
 import datetime
 import errno
-import inspect
 import json
 import os
 import re
@@ -361,7 +360,12 @@ class Session:
 
 MAX_BODY = 4096  # bytes: the page's requests are a few dozen; a longer body is refused unread
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # the names by which a browser on this machine reaches the page
-CALLS = {"/api/new": "new", "/api/move": "move", "/api/tick": "tick"}
+# the API: path -> (the Session method it calls, the keys its JSON body must hold, the keys it may also hold)
+CALLS = {
+    "/api/new": ("new", (), ("mode", "side", "opponent", "greedy")),
+    "/api/move": ("move", ("action",), ()),
+    "/api/tick": ("tick", (), ("action",)),
+}
 AUTHORITY = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[^:\[\]]+|[0-9a-f:]+))(?::[0-9]{1,5})?", re.I)  # Host
 
 
@@ -412,7 +416,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused("not found", 404)
             body = self.read_body()
             with self.session.lock:
-                reply = self.call(CALLS[self.path], body)
+                reply = self.call(*CALLS[self.path], body)
             self.send(200, reply)
         except Exception as exc:  # a bad request (4xx) or a bug (500): answered, the server goes on
             self.close_connection = True  # a body left unread is never read as the next request
@@ -461,15 +465,14 @@ class Handler(BaseHTTPRequestHandler):
             raise Refused(f"the body is a JSON {type(body).__name__}, not an object")
         return body
 
-    def call(self, name: str, body: dict) -> bytes:
-        """Session.<name>(**body)'s state as JSON. The arguments are checked before anything changes; a failure
-        past them (a bug, a record that cannot be written) puts the game's dict and the agents' LSTM states back,
-        so the page shows the game as it was (the world cannot step back: a new game starts afresh)."""
+    def call(self, name: str, needed: tuple, optional: tuple, body: dict) -> bytes:
+        """Session.<name>(**body)'s state as JSON, where `body` holds every key of `needed` and no key beyond
+        `optional`. The arguments are checked before anything changes; a failure past them (a bug, a record that
+        cannot be written) puts the game's dict and the agents' LSTM states back, so the page shows the game as it
+        was (the world cannot step back: a new game starts afresh)."""
+        if not set(needed) <= body.keys() <= {*needed, *optional}:
+            raise Refused(f"{name} takes {sorted({*needed, *optional})} ({sorted(needed)} needed), not {sorted(body)}")
         method = getattr(self.session, name)
-        params = inspect.signature(method).parameters
-        needed = {k for k, p in params.items() if p.default is p.empty}
-        if not needed <= body.keys() <= params.keys():
-            raise Refused(f"{name} takes {sorted(params)} ({sorted(needed)} needed), not {sorted(body)}")
         game = self.session.game
         saved = game and {**game, "moves": list(game["moves"])}  # the dict's other values are replaced, not changed
         states = [(p, p.state) for p in (game or {}).values() if isinstance(p, Policy)]

@@ -295,6 +295,18 @@ def test_server_answers_only_its_own_names_and_page(live, models, tmp_path):
         other.server_close()
 
 
+def test_the_api_table_names_each_call_s_arguments():
+    """arena.CALLS spells out what each POST's body holds: the Session method's arguments, those without a default
+    needed, the others optional."""
+    import inspect
+
+    for name, needed, optional in arena.CALLS.values():
+        params = inspect.signature(getattr(Session, name)).parameters
+        params = {k: p for k, p in params.items() if k != "self"}
+        assert set(needed) == {k for k, p in params.items() if p.default is p.empty}, name
+        assert set(optional) == {k for k, p in params.items() if p.default is not p.empty}, name
+
+
 def test_server_refuses_other_kinds_of_request_and_bad_values(live):
     port, record = live
     ask(port, "POST", "/api/new", {"side": 0})
