@@ -532,8 +532,7 @@ class Matchmaking:
             lstm_state[0][:, rows], lstm_state[1][:, rows] = past_state
 
     def bots_act(self, envs, obs, info, rng, action):
-        """Each reference bot drives its side in its own games (it moves, and searches, in those only): its rows of
-        `action` (P,) are overwritten in place."""
+        """Each reference bot drives its side in its own games only: its rows of `action` (P,) are overwritten."""
         for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last reference first: the order of their draws
             mine = (self.kind == BOT) & (self.index == b)
             bot = envs.bot_actions(self.references[b], obs, info, 1 - self.learner_side, rng, mine)[mine]

@@ -10,8 +10,8 @@ bit-exactness (the lane world; other worlds restart their games with fresh seeds
 finish).
 
 It is a search, not a regression check: ``-m slow`` plays the first ``SLOW_CASES`` cases of every script and prints
-what it ran (on 2 cores the cases of the five scripts take over an hour; one case took 40-60 s of the default run's
-5-minute budget, so the default run keeps only the generator's own checks). Every crash found becomes a named
+what it ran (one case took 40-60 s of the default run's 5-minute budget, so the default run keeps only the
+generator's own checks). Every crash found becomes a named
 regression test in the script's test file, which the default run does run.
 """
 
