@@ -3,9 +3,11 @@
 Runs one process per seed (``--jobs`` at a time, one torch thread each when more than one) for ``--minutes`` of wall
 time or (``--clock cpu``) of its own CPU time, reads the evaluation lines it prints and tabulates per seed and across
 seeds when the win rate against each reference bot first reached a threshold (wall time, CPU time, steps) and the
-TrueSkill reached. Writes a plot and the table into docs/ppo_lstm_selfplay.md between the world's markers (or
-``--block``'s) unless --no-docs. ``--script-at`` trains the script of an earlier commit instead: a change's own
-effect, side by side.
+TrueSkill reached. On the board games, a run that ends and saves its model (``-- --save-model``) plays it against
+every reference, held-out perturbed ones included (``benchmark/board_table.py``: ``--final-games`` games each, sampled
+and most likely moves); the final table and each model's robust rung follow the seed table. Writes a plot and the
+tables into docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless --no-docs.
+``--script-at`` trains the script of an earlier commit instead: a change's own effect, side by side.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
@@ -21,6 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
+import board_table
 import numpy as np
 import provenance as pv
 
@@ -48,6 +51,7 @@ PARSER.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cp
 PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")
 PARSER.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
 PARSER.add_argument("--script-at", metavar="COMMIT", help="train the script as of COMMIT (with this tree's worlds)")
+PARSER.add_argument("--final-games", type=int, default=512, help="board games: the final table's games per bot")
 
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
@@ -55,8 +59,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     win rates) and the references' ratings it printed at the start (``ratings``)."""
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
-    rows, ratings, start = [], {}, time.time()
+    rows, ratings, model, start = [], {}, None, time.time()
     for line, cpu in pv.stream([*cmd, *args.extra], 1 if args.jobs > 1 else None):
+        model = line.removeprefix("model saved to ") if line.startswith("model saved to ") else model
         if line.startswith("reference ratings: "):
             ratings = ast.literal_eval(line.removeprefix("reference ratings: "))
         if line.startswith("eval "):
@@ -64,7 +69,9 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             print(f"  seed {seed}: {line}", flush=True)
         if (cpu if args.clock == "cpu" else time.time() - start) > args.minutes * 60:
             break
-    return {"rows": rows, "ratings": ratings}
+    if model is None or args.env_id not in board_table.BOARD_ENV_IDS:
+        return {"rows": rows, "ratings": ratings}
+    return {"rows": rows, "ratings": ratings, "final": board_table.final_table(model, args.final_games, seed)}
 
 
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
@@ -137,6 +144,9 @@ def main() -> None:
     ]:
         lines.append(f"| {label} | " + " | ".join(f"{v:.0f}" if v > 10 else f"{v:.2f}" for v in values) + " | |")
     lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
+    finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
+    if finals:  # the board games' final table: every reference, held-out ones included (benchmark/board_table.py)
+        lines += ["", "Final models against every reference:", "", *board_table.table(finals)]
     table = "\n".join(lines)
     print(table)
     if args.no_docs:

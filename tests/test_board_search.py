@@ -1,5 +1,6 @@
-"""Tests for the search bots of cleanfive/envs/board.py (``search1`` .. ``search4``): their bitboards against the board
-helpers, tactics on hand-made positions, and strength rising with depth."""
+"""Tests for the search bots of cleanfive/envs/board.py (``search1`` .. ``search4``, ``centre1`` .. ``centre4``): their
+bitboards against the board helpers, tactics on hand-made positions, strength rising with depth, and the perturbed
+bots (random moves, random openings)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cleanfive.envs import board
 from cleanfive.envs.board import BOARD_ENV_IDS, BOT_NAMES, bot_actions, has_won, legal_actions, play_all, winning_moves
 from cleanfive.envs.teams import make_team_env, play_bots, rate_bots
 
-SEARCH = ("search1", "search2", "search3", "search4")
+SEARCH = ("search1", "search2", "search3", "search4", "centre1", "centre2", "centre3", "centre4")
 
 
 def _board(*rows: str) -> np.ndarray:
@@ -108,3 +109,36 @@ def test_connect_four_ratings_rise_along_the_bot_names(tmp_path):
     ratings = rate_bots(make_team_env("ConnectFour-v1", 1, 0), "ConnectFour-v1", list(BOT_NAMES), 32, str(tmp_path))
     mus = [ratings[name].mu for name in BOT_NAMES]
     assert mus[0] == 0 and (np.diff(mus) > 0).all(), dict(zip(BOT_NAMES, mus, strict=True))
+
+
+@pytest.mark.parametrize("env_id", BOARD_ENV_IDS)
+def test_the_centre_leaf_values_a_cell_by_the_lines_through_it(env_id):
+    h, w, _, k = board._game(env_id)
+    bits = board._bitboards(env_id)
+    lines = np.zeros((h, w), dtype=int)  # counted here cell by cell: every line of k cells in the four directions
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for r in range(h):
+            for c in range(w):
+                cells = [(r + i * dr, c + i * dc) for i in range(k)]
+                if all(0 <= y < h and 0 <= x < w for y, x in cells):
+                    for y, x in cells:
+                        lines[y, x] += 1
+    values = sum(n * ((bits.cell & cells) != 0) for n, cells in bits.lines)
+    assert np.array_equal(values, lines)
+
+
+def test_perturbed_bots_play_at_random_in_the_opening_and_in_their_share_of_moves():
+    wins = _board(".......", ".......", ".......", ".......", "....O..", "XXX.OO.")  # X (side 0) wins at column 3
+    assert _moves("search2+opening6", wins, 0, "ConnectFour-v1") == {3}  # 6 stones: past the opening
+    assert _moves("search2+opening7", wins, 0, "ConnectFour-v1", n=256) == set(range(7))  # uniform at random
+    n = 20_000
+    moves = bot_actions("search2+random30", np.repeat(wins, n, 0), 0, "ConnectFour-v1", np.random.default_rng(0))
+    # the win, unless a random move (30 %) misses it: 0.7 + 0.3 / 7 of the moves; 4 standard errors either side
+    assert abs((moves == 3).mean() - (0.7 + 0.3 / 7)) < 4 * np.sqrt(0.26 * 0.74 / n)
+    assert set(moves.tolist()) == set(range(7))
+
+
+@pytest.mark.parametrize("name", ["search5", "centre", "search2+random", "search2+opening4+random15", "greedy+eps15"])
+def test_an_unknown_bot_name_is_refused(name):
+    with pytest.raises(ValueError, match="unknown bot"):
+        bot_actions(name, np.full((1, 6, 7), -1), 0, "ConnectFour-v1", np.random.default_rng(0))

@@ -27,18 +27,31 @@ Conventions of this module:
 * Shapes use E = number of envs, A = number of actions, H x W = board shape.
 
 Bots, weakest first: ``random``, ``greedy``, ``lookahead`` (rules) and ``search1`` .. ``search4`` (negamax to 1-4 plies
-on bitboards, see :func:`bot_actions`).
+on bitboards, see :func:`bot_actions`): the ladder of reference bots. Perturbed bots, which no default trains against
+(the held-out references of a final table): a ladder bot with a share of random moves (``search2+random15``) or a
+random opening (``search2+opening4``), and ``centre1`` .. ``centre4``, the search with another leaf evaluation.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
 
 BOARD_ENV_IDS: tuple[str, ...] = ("ConnectFour-v1", "TicTacToe-v1")
 BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "search2", "search3", "search4")
+# held-out references (issue 50): perturbed bots that no default trains against, each on the rung of the ladder bot
+# it perturbs (centre<D>: search<D>'s). A bot name is a ladder bot or centre<D>, then optionally "+random<P>" (P % of
+# its moves uniform at random) and "+opening<K>" (uniform random moves while the board holds fewer than K stones)
+HELD_OUT_NAMES: tuple[str, ...] = (
+    *(f"search{d}+{perturbation}" for d in (1, 2, 3) for perturbation in ("random15", "opening4")),
+    "centre2",
+    "centre3",
+)
+_BOT_NAME = re.compile(r"(?P<base>random|greedy|lookahead|(?:search|centre)[1-4])(?:\+random(?P<random>\d\d?))?"
+                       r"(?:\+opening(?P<opening>\d\d?))?")  # fmt: skip
 
 # env_id -> (H, W, num_actions, stones in a row needed to win)
 _GAMES: dict[str, tuple[int, int, int, int]] = {"ConnectFour-v1": (6, 7, 7, 4), "TicTacToe-v1": (3, 3, 9, 3)}
@@ -174,6 +187,7 @@ class _Bitboards(NamedTuple):
     shifts: tuple[int, ...]  # a line's step: vertical, horizontal, diagonal, anti-diagonal
     starts: tuple[np.uint64, ...]  # per shift: the first cells of the lines of k cells that fit on the board
     weights: np.ndarray  # float64 (k - 1,): the leaf's window weights minus those of one stone less, by own stones
+    lines: tuple[tuple[int, np.uint64], ...]  # centre leaf: (n, the cells that n lines of k cells pass through)
 
 
 @functools.cache
@@ -188,8 +202,15 @@ def _bitboards(env_id: str) -> _Bitboards:
     shifts = (1, h + 1, h + 2, h)
     starts = tuple(np.uint64(functools.reduce(int.__and__, [full >> (i * d) for i in range(k)])) for d in shifts)
     weights = np.diff([_WINDOW_WEIGHTS.get(k - j, 0.0) for j in range(k)])  # windows with >= j own stones count this
+    # the centre leaf's cell values: the lines of k cells through each cell (Connect Four: 3 in a corner, 13 mid-board)
+    through = [
+        sum(int(p) << (i * d) >> c & 1 for d, p in zip(shifts, starts, strict=True) for i in range(k))
+        for c in range(64)
+    ]
+    values = sorted(set(through) - {0})
+    lines = tuple((n, np.uint64(sum(1 << c for c in range(64) if through[c] == n))) for n in values)
     u64 = functools.partial(np.array, dtype=np.uint64)
-    return _Bitboards(k, u64(cell), u64(span), np.uint64(floor), np.uint64(full), shifts, starts, weights)
+    return _Bitboards(k, u64(cell), u64(span), np.uint64(floor), np.uint64(full), shifts, starts, weights, lines)
 
 
 def _to_bits(stones: np.ndarray, bits: _Bitboards) -> np.ndarray:
@@ -225,9 +246,10 @@ def _open_windows(own: list[np.ndarray], other: list[np.ndarray], start: np.uint
     return at_least
 
 
-def _leaf(moved: np.ndarray, to_move: np.ndarray, ply: int, bits: _Bitboards) -> np.ndarray:
+def _leaf(moved: np.ndarray, to_move: np.ndarray, ply: int, bits: _Bitboards, centre: bool = False) -> np.ndarray:
     """Score for the side that just made move ``ply``, on boards where nobody has won: a loss at ply + 1 if the side
-    to move can win at once, else the open-window score (see :func:`bot_actions`) of its stones minus the opponent's.
+    to move can win at once, else the open-window score (see :func:`bot_actions`) of its stones minus the opponent's,
+    or with ``centre`` its stones' cell values (the lines of k cells through each) minus the opponent's.
     moved, to_move: uint64 (n,). Returns float64 (n,)."""
     k = bits.k
     counts = np.zeros((k - 1, *moved.shape), dtype=np.int32)  # counts[j - 1]: >= j own stones, its minus theirs
@@ -242,10 +264,15 @@ def _leaf(moved: np.ndarray, to_move: np.ndarray, ply: int, bits: _Bitboards) ->
         for i in range(k):  # windows with k - 1 of their stones: the cell without one
             threats |= (their_windows[k - 1] & ~theirs[i]) << np.uint64(i * d)
     loses = (threats & _playable(moved | to_move, bits)) != 0
+    if centre:
+        stones = [n * (np.bitwise_count(moved & cells) - np.bitwise_count(to_move & cells)) for n, cells in bits.lines]
+        return np.where(loses, -(_WIN - ply - 1), np.sum(stones, 0, dtype=np.float64))
     return np.where(loses, -(_WIN - ply - 1), bits.weights @ counts)
 
 
-def _negamax(cur: np.ndarray, opp: np.ndarray, depth: int, ply: int, bits: _Bitboards) -> np.ndarray:
+def _negamax(
+    cur: np.ndarray, opp: np.ndarray, depth: int, ply: int, bits: _Bitboards, centre: bool = False
+) -> np.ndarray:
     """Scores of every move of the side to move (stones ``cur``) for it, searched ``depth`` plies deep, the move being
     ply ``ply``: a win ends the line (``_WIN - ply``), a full board is a draw (0), illegal moves score -inf.
     cur, opp: uint64 (n,) of live positions (nobody has won, some cell empty). Returns float64 (n, A)."""
@@ -257,26 +284,27 @@ def _negamax(cur: np.ndarray, opp: np.ndarray, depth: int, ply: int, bits: _Bitb
     scores[won] = _WIN - ply
     others = np.broadcast_to(opp[:, None], moves.shape)[go]
     if depth == 1:
-        scores[go] = _leaf(after[go], others, ply, bits)
+        scores[go] = _leaf(after[go], others, ply, bits, centre)
     else:
-        scores[go] = -_negamax(others, after[go], depth - 1, ply + 1, bits).max(-1)
+        scores[go] = -_negamax(others, after[go], depth - 1, ply + 1, bits, centre).max(-1)
     return scores
 
 
 def _search(
-    board: np.ndarray, player: np.ndarray, legal: np.ndarray, depth: int, env_id: str, rng: np.random.Generator
+    board: np.ndarray, player: np.ndarray, legal: np.ndarray, name: str, env_id: str, rng: np.random.Generator
 ) -> np.ndarray:
-    """The ``search{depth}`` bot: a best-scored move (:func:`_negamax`), uniform among ties.
+    """The bot ``name``, ``search{depth}`` or ``centre{depth}``: a best-scored move (:func:`_negamax`), uniform among
+    ties.
 
     board: int (E, H, W); player: int (E,); legal: bool (E, A) its legal moves. Returns int64 (E,)."""
-    bits = _bitboards(env_id)
+    bits, depth, centre = _bitboards(env_id), int(name[-1]), name.startswith("centre")
     cur = _to_bits(board == player[:, None, None], bits)
     opp = _to_bits(board == 1 - player[:, None, None], bits)
     scores = np.empty(legal.shape)
     leaves = legal.sum(-1) ** depth  # at most
     chunk = (np.cumsum(leaves) - leaves) // _SEARCH_LEAVES  # consecutive boards, about _SEARCH_LEAVES leaves each
     for part in np.split(np.arange(len(board)), np.flatnonzero(np.diff(chunk)) + 1):
-        scores[part] = _negamax(cur[part], opp[part], depth, 1, bits)
+        scores[part] = _negamax(cur[part], opp[part], depth, 1, bits, centre)
     best = scores == scores.max(-1, keepdims=True)
     return _sample(best & legal, rng)
 
@@ -297,20 +325,42 @@ def bot_actions(
       opponent's winning cell), else the open-window score, own minus opponent's: every window of k cells in a line
       without opponent stones counts 16 with k - 1 own stones, 4 with k - 2. Full-width (every legal move to depth K,
       no pruning), vectorised over boards on bitboards; the same move values as alpha-beta.
+    * ``centre1`` .. ``centre4``: the same search with another leaf evaluation, the stones' cell values (the lines of k
+      cells through each: 3 in a corner of Connect Four, 13 at its centre) own minus opponent's.
+    * ``<bot>+random<P>``, ``<bot>+opening<K>`` (either or both, in this order): ``<bot>`` with P % of its moves
+      uniform at random, or uniform random moves while the board holds fewer than K stones.
 
     board: int (E, H, W) in side ids, -1 empty; player: int (E,) or scalar side (0/1) to play.
     Returns int64 (E,), always legal where a legal move exists (0 on full boards).
     """
-    if name not in BOT_NAMES:
-        raise ValueError(f"unknown bot {name!r}; expected one of {BOT_NAMES}")
-    a = _game(env_id)[2]
+    found = _BOT_NAME.fullmatch(name)
+    if found is None:
+        raise ValueError(f"unknown bot {name!r}; expected one of {BOT_NAMES} or centre1-4, optionally followed by "
+                         "+random<percent> and +opening<stones>, e.g. search2+random15")  # fmt: skip
     board = np.asarray(board)
     player = np.broadcast_to(np.asarray(player, dtype=np.int64), board.shape[:1])
     legal = legal_actions(board, env_id)
-    if name.startswith("search"):
-        return _search(board, player, legal, int(name.removeprefix("search")), env_id, rng)
+    share, opening = int(found["random"] or 0) / 100, int(found["opening"] or 0)
+    if not share and not opening:
+        return _ladder_bot(found["base"], board, player, legal, env_id, rng)
+    wild = (board >= 0).sum((1, 2)) < opening  # the opening's moves, then a share of the others, uniform at random
+    if share:
+        wild |= rng.random(len(board)) < share
+    act = _sample(legal, rng)
+    if not wild.all():
+        act[~wild] = _ladder_bot(found["base"], board[~wild], player[~wild], legal[~wild], env_id, rng)
+    return act
+
+
+def _ladder_bot(
+    name: str, board: np.ndarray, player: np.ndarray, legal: np.ndarray, env_id: str, rng: np.random.Generator
+) -> np.ndarray:
+    """:func:`bot_actions` of an unperturbed bot ``name``; board int (E, H, W), player int (E,), legal bool (E, A)."""
+    if name.startswith(("search", "centre")):
+        return _search(board, player, legal, name, env_id, rng)
     if name == "random":
         return _sample(legal, rng)
+    a = _game(env_id)[2]
     win = winning_moves(board, player, env_id)
     block = winning_moves(board, 1 - player, env_id)
     if name == "greedy":
