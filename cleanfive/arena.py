@@ -184,6 +184,23 @@ def is_index(value, stop: int) -> bool:
     return type(value) is int and 0 <= value < stop
 
 
+def describe_world(env) -> dict:
+    """What the page needs to draw ``env`` and turn clicks into actions, read from the world: a step's game time and
+    the most steps a game lasts (on a board, one per cell); a board's rows, columns and kind of move (an action per
+    column drops a stone in it, as in Connect Four; one per cell takes it, row by row, as in TicTacToe), or the lane
+    world's map size, unit kinds, the ancient's slot and the fountains' radius."""
+    world = dict(seconds_per_step=env.seconds_per_step)
+    if hasattr(env, "board_shape"):
+        rows, columns = env.board_shape
+        moves = {columns: "column", rows * columns: "cell"}
+        if env.num_actions not in moves:
+            raise ValueError(f"{env.env_id}: {env.num_actions} actions, not one per column or cell of its board")
+        return world | dict(rows=rows, columns=columns, move=moves[env.num_actions], max_steps=rows * columns)
+    kinds = dict(hero=moba.HERO, creep=moba.CREEP, building=moba.BUILDING)
+    world |= dict(map_size=moba.MAP_SIZE, max_steps=moba.MAX_STEPS, kinds=kinds)
+    return world | dict(ancient=env.num_heroes + moba.NUM_TOWERS, fountain_radius=moba.FOUNTAIN_RADIUS2**0.5)
+
+
 class Session:
     """One game in the browser, advanced one request at a time: a board game (the person against the agent) or the
     lane world (the person with the agent's heroes, or the agent watched, against the agent or a scripted bot)."""
@@ -192,6 +209,7 @@ class Session:
         self.model, self.args, self.lock = model, args, threading.Lock()
         self.env = make_team_env(model.env_id, 1, args.seed, model.num_heroes)
         self.board = hasattr(self.env, "board_shape")
+        self.world = describe_world(self.env)
         self.references = tuple(self.env.bot_names)
         self.rng = np.random.default_rng(args.seed)
         self.base, self.rating, self.ladder = None, None, None  # games among references and model; the ratings
@@ -313,7 +331,7 @@ class Session:
         """The units of the one lane game in the frame of the person's side (its base bottom-left, as its actions
         move), with what that side sees (fog of war; buildings are always shown, as in render())."""
         e, g = self.env, self.game
-        me, n = g["side"], e.num_heroes
+        me = g["side"]
         x, y = (e.x[0], e.y[0]) if me == 0 else (moba.MAP_SIZE - e.y[0], moba.MAP_SIZE - e.x[0])
         alive = e.alive[0]
         d2 = (x[me][alive[me]][:, None] - x[1 - me][None]) ** 2 + (y[me][alive[me]][:, None] - y[1 - me][None]) ** 2
@@ -326,7 +344,7 @@ class Session:
                 if shown:  # [side, kind, x, y, HP fraction, slot]
                     units.append([s, int(e.kind[j]), round(float(x[s, j]), 2), round(float(y[s, j]), 2), hp, int(j)])
         vision = [[float(x[me, j]), float(y[me, j]), float(np.sqrt(e.vision2[j]))] for j in np.flatnonzero(alive[me])]
-        hero = dict(level=int(e.level[0, me, 0]), gold=round(float(e.gold[0, me, 0])), heroes=n)
+        hero = dict(level=int(e.level[0, me, 0]), gold=round(float(e.gold[0, me, 0])))
         hero |= dict(hp=round(float(e.hp[0, me, 0])), max_hp=round(float(e.max_hp[0, me, 0])))
         hero |= dict(respawn=int(e.respawn[0, me, 0]))
         lanes = moba.LANES if me == 0 else moba.MAP_SIZE - moba.LANES[..., ::-1]
@@ -340,10 +358,8 @@ class Session:
         """What the page draws."""
         g = self.game
         out = dict(env_id=self.model.env_id, model=self.model.label, player=self.args.player, rating=self.rating)
-        out |= dict(references=self.references, board_game=self.board, ladder=self.ladder)
-        if self.board:
-            out["actions"] = self.env.num_actions
-        else:
+        out |= dict(references=self.references, board_game=self.board, ladder=self.ladder, world=self.world)
+        if not self.board:
             out["action_names"] = moba.action_names(self.env.version)
         if g is None:
             return out

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ import torch
 from payloads import RunsCode
 
 from cleanfive import arena
-from cleanfive.arena import MAX_BODY, Args, Session, league, load_model, serve
+from cleanfive.arena import MAX_BODY, Args, Session, describe_world, league, load_model, serve
 from cleanfive.envs import moba
 from cleanfive.envs.board import has_won
 from cleanfive.envs.teams import make_team_env
@@ -73,6 +74,7 @@ def test_board_game_to_the_end_is_recorded(models, tmp_path, first):
         assert state["probs"] and abs(sum(state["probs"]) - 1) < 0.01 and isinstance(state["value"], float)
     rng = np.random.default_rng(0)
     while not state["over"]:
+        assert len(state["moves"]) < state["world"]["max_steps"]  # a move fills a cell
         full = np.flatnonzero(~np.array(state["legal"]))
         if full.size:  # an illegal click is ignored with a note
             again = session.move(int(full[0]))
@@ -122,6 +124,35 @@ def test_lane_game_to_the_end_is_recorded(models, tmp_path):
     (game,) = records(record)
     assert game["players"] == ["lane", "push"] and game["people"] == [] and game["mode"] == "watch"
     assert game["length"] == state["t"] <= moba.MAX_STEPS and sum(game["outcome"]) == 0
+    assert game["outcome"] != [0, 0] or game["length"] == state["world"]["max_steps"]  # a draw: the time cap
+
+
+@pytest.mark.parametrize("name", ["c4", "ttt"])
+def test_board_description_is_the_world_s_own(models, tmp_path, name):
+    """The board the page draws and the cell each of its clicks takes: the world's shape, and where a first move
+    lands on the world's own empty board (a column's bottom cell, or the cell row by row)."""
+    session = Session(load_model(models[name]), Args(record=str(tmp_path / "games.jsonl")))
+    env, world = session.env, session.state()["world"]
+    assert (world["rows"], world["columns"]) == env.board_shape and world["seconds_per_step"] == env.seconds_per_step
+    assert world["move"] == {"c4": "column", "ttt": "cell"}[name]
+    for action in range(env.num_actions):
+        side = session.new(side=0)["side"]  # the person moves first
+        board = np.array(session.move(action)["board"])
+        cell = (world["rows"] - 1, action) if world["move"] == "column" else divmod(action, world["columns"])
+        assert np.argwhere(board == side).tolist() == [list(cell)], action
+
+
+def test_lane_description_is_the_world_s_own(models, tmp_path):
+    """The lane world's map as the page draws it: the world's step time, map size, unit kinds and ancient slot."""
+    session = Session(load_model(models["lane"]), Args(record=str(tmp_path / "games.jsonl")))
+    env, world = session.env, session.state()["world"]
+    lane = session.new(mode="watch", side=1)["lane"]
+    assert world["seconds_per_step"] == env.seconds_per_step and world["max_steps"] == moba.MAX_STEPS
+    assert world["map_size"] == moba.MAP_SIZE and world["fountain_radius"] ** 2 == moba.FOUNTAIN_RADIUS2
+    assert all(0 < u[2] < world["map_size"] and 0 < u[3] < world["map_size"] for u in lane["units"])
+    kinds = world["kinds"]  # the world's unit slots: heroes, buildings, creeps
+    assert (env.kind[: env.num_heroes] == kinds["hero"]).all() and (env.kind[env.creeps] == kinds["creep"]).all()
+    assert env.kind[world["ancient"]] == kinds["building"] and env.max_hp[0, 0, world["ancient"]] == moba.ANCIENT_HP
 
 
 def test_record_is_appended_and_survives_a_cut_line(models, tmp_path):
@@ -521,12 +552,97 @@ def test_browser_lane_ticks_with_keys(models, browser, arena_server):
     ActionChains(browser).key_up("d").key_down("w").perform()
     state = wait_for(browser, lambda s: s["moves"][-1] == 3)  # move_N
     assert "W A S D" in browser.find_element(By.CSS_SELECTOR, "#keys td.held").text  # the legend shows the key held
+    state, status = browser.execute_script("return [window.arena.state, document.getElementById('status').textContent]")
+    seconds = state["world"]["seconds_per_step"]  # the game clock as the world describes it
+    assert status.startswith(f"{state['t'] * seconds:.1f} s of {state['world']['max_steps'] * seconds:g} ·")
     ActionChains(browser).key_up("w").perform()
     assert hero(state)[2] > x0 + 3
     if SHOTS:
         wait_for(browser, lambda s: s["t"] >= 70, timeout=60)
         browser.save_screenshot(f"{SHOTS}/arena_lane.png")
     assert records(record) == []  # no game finished
+
+
+def test_the_page_holds_no_number_of_a_world():
+    """arena.html takes every world's numbers from the server's `world`: no board's columns in its arithmetic, no guess
+    from the action count, none of the lane world's map size, game length, step time, towers or fountain radius."""
+    script = arena.PAGE.read_text().split("<script>", 1)[1]
+    patterns = [r"S\.actions\b", r"\bkind\s*===?\s*\d"]
+    for env_id in ("ConnectFour-v1", "TicTacToe-v1"):
+        env = make_team_env(env_id, 1, 0)
+        world = describe_world(env)
+        patterns += [rf"[%/*]\s*{world['columns']}\b(?!\.)", rf"===?\s*{env.num_actions}\b"]
+        patterns += [rf"[?:]\s*{n}\s*[:)]" for n in (world["rows"], world["columns"])]  # a shape as a guess's answer
+    env = make_team_env("Moba5v5-v1", 1, 0, 3)
+    world = describe_world(env)
+    seconds, towers = world["seconds_per_step"], world["ancient"] - env.num_heroes
+    patterns += [rf"\b{world['map_size']:g}\b", rf"\b{world['max_steps'] * seconds:g}\b"]
+    patterns += [rf"\*\s*{re.escape(f'{seconds:g}')}\b", rf"\+\s*{towers}\b"]
+    patterns += [rf"\b{world['fountain_radius']:g}\s*\*\s*k\b"]
+    found = {p: m[0] for p in patterns if (m := re.search(p, script))}
+    assert not found, found
+
+
+class AnyBoard:
+    """A stand-in board game of any shape behind the real server, described by describe_world as a world of that shape
+    would be: the person's stone lands where the kind of move puts it, the agent answers with the first legal move."""
+
+    def __init__(self, rows: int, columns: int, move: str):
+        actions = columns if move == "column" else rows * columns
+        shape = SimpleNamespace(board_shape=(rows, columns), num_actions=actions, seconds_per_step=1.0)
+        self.world = describe_world(shape)
+        self.lock, self.game, self.board, self.moves = threading.Lock(), None, None, []
+
+    def legal(self) -> list[bool]:
+        free = self.board < 0
+        return (free.any(0) if self.world["move"] == "column" else free.ravel()).tolist()
+
+    def new(self, side: int = 0, greedy: bool = False) -> dict:
+        self.board, self.moves = np.full((self.world["rows"], self.world["columns"]), -1), []
+        return self.state()
+
+    def move(self, action: int) -> dict:
+        for side, a in ((0, action), (1, self.legal().index(True))):
+            column = self.world["move"] == "column"
+            cell = (np.flatnonzero(self.board[:, a] < 0)[-1], a) if column else divmod(a, self.world["columns"])
+            self.board[cell] = side
+            self.moves.append(a)
+        return self.state()
+
+    def state(self) -> dict:
+        out = dict(env_id="AnyBoard", model="stand-in", player="person", rating=None, references=[], ladder=None)
+        out |= dict(board_game=True, world=self.world)
+        if self.board is None:
+            return out
+        legal, last = self.legal(), self.moves[-1] if self.moves else None
+        out |= dict(side=0, to_move=0, moves=self.moves, board=self.board.tolist(), legal=legal, over=False)
+        return out | dict(result=None, agent_action=last, probs=[round(1 / len(legal), 3)] * len(legal), value=0.0)
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_board_of_any_shape(browser):
+    """The page draws boards of shapes no world has yet from the server's description alone, and each click plays the
+    action of the cell (row by row) or the column clicked."""
+    for rows, columns, move in [(4, 5, "cell"), (5, 8, "column")]:
+        game = AnyBoard(rows, columns, move)
+        server = serve(game, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            browser.get(f"http://127.0.0.1:{server.server_port}/")
+            wait_for(browser, lambda s: s["board_game"])
+            browser.find_element(By.ID, "start").click()
+            wait_for(browser, lambda s: s.get("board") is not None)
+            canvas, cell = browser.find_element(By.ID, "canvas"), min(512 // columns, 420 // rows)
+            for row, column in [(rows - 1, columns - 1), (0, columns - 2), (rows // 2, 1)]:
+                moves = len(game.moves)  # the click on the canvas's cell, offsets from its centre
+                x, y = (512 - columns * cell) // 2 + column * cell + cell // 2 - 256, 8 + row * cell + cell // 2 - 256
+                ActionChains(browser).move_to_element_with_offset(canvas, x, y).click().perform()
+                wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
+                assert game.moves[moves] == (column if move == "column" else row * columns + column)
+            assert browser.find_element(By.ID, "status").text.startswith(f"Your move: click a {move}.")
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 class QuietFiles(SimpleHTTPRequestHandler):
