@@ -43,7 +43,7 @@ def training_script():
 
 
 def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
-    """The script's Agent with the weights of ``path`` (in eval mode) and the saved file's ``args``."""
+    """The script's Agent with the weights of ``path`` (in eval mode), and the saved file (``args``, ...)."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)  # data, never code
         env_id = saved["args"]["env_id"]
@@ -53,7 +53,7 @@ def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
     state, obs_shape = saved["model"], make_team_env(env_id, 1, 0).obs_shape
     agent = training_script().Agent(obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
     agent.load_state_dict(state)
-    return agent.eval(), saved["args"]
+    return agent.eval(), saved
 
 
 def play(agent, env_id: str, bot: str, games: int, seed: int, most_likely: bool) -> np.ndarray:
@@ -93,7 +93,8 @@ def rung(name: str) -> str:
 def final_table(path: str, games: int, seed: int) -> dict:
     """A model's results: ``env_id``, ``trained`` (its bot opponents), ``games`` and per bot [win, draw, loss] with
     sampled moves (``sampled``) and with the most likely ones (``most_likely``)."""
-    agent, args = load_agent(path)
+    agent, saved = load_agent(path)
+    args = saved["args"]
     out = {"env_id": args["env_id"], "trained": list(args.get("bot_opponents") or []), "games": games}
     out |= {"sampled": {}, "most_likely": {}}
     for bot in bots():

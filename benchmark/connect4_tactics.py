@@ -17,17 +17,15 @@ These are the three things ``lookahead`` never gets wrong, so they bound how oft
     uv run --all-extras python benchmark/connect4_tactics.py --models runs/<run>/ppo_lstm_selfplay.cleanfive_model
 """
 
-import importlib.util
-
 import numpy as np
 import provenance as pv
 import torch
+from board_table import load_agent, training_script
 
 from cleanfive.envs.board import legal_actions, play_all, winning_moves
 from cleanfive.envs.teams import make_team_env
 
 ENV_ID = "ConnectFour-v1"
-OBS_SHAPE = (3, 6, 7)  # the script's observation: planes own stones, opponent stones, side to move
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
@@ -36,31 +34,14 @@ PARSER.add_argument("--seed", type=int, default=0)
 PARSER.add_argument("--block", help="also write the tables into this docs block (any page of docs/ with its markers)")
 
 
-def load_agent(path: str):
-    """The script's Agent with the weights of ``path``, the script module, and the step the weights were saved at."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)  # data, never code
-        env_id = saved["args"]["env_id"]
-    except Exception as exc:  # a missing or foreign file: one line, exit 2 (before the script's imports)
-        pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
-    pv.check(env_id == ENV_ID, f"{path} is a model of {env_id}, not {ENV_ID}")
-    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    state = saved["model"]
-    agent = script.Agent(OBS_SHAPE, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
-    agent.load_state_dict(state)
-    return agent.eval(), script, saved.get("global_step", saved["args"]["total_timesteps"])
-
-
-def play(agent, script, bot: str, games: int, seed: int) -> dict[str, float]:
+def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
     """Games of ``agent`` against ``bot``; the tactics counts of the agent's moves and its win rate."""
     env, rng = make_team_env(ENV_ID, games, seed), np.random.default_rng(seed)
     torch.manual_seed(seed)
     rows, side = np.arange(games), np.arange(games) % 2
     counts = {k: [] for k in ("take", "block", "give_away", "p_take", "p_block")}
     obs, info = env.reset()
-    state, done = script.zero_state(agent, games, "cpu"), torch.zeros(games)
+    state, done = training_script().zero_state(agent, games, "cpu"), torch.zeros(games)
     scores = np.full(games, np.nan)
     with torch.inference_mode():
         while np.isnan(scores).any():
@@ -105,9 +86,10 @@ def main() -> None:
     lines += [header, "|---" * 9 + "|"]
     wins = {bot: [] for bot in args.bots}
     for path in args.models:
-        agent, script, steps = load_agent(path)
+        agent, saved = load_agent(path, (ENV_ID,))
+        steps = saved.get("global_step", saved["args"]["total_timesteps"])  # a checkpoint's, or the run's end
         for bot in args.bots:
-            r = play(agent, script, bot, args.games, args.seed)
+            r = play(agent, bot, args.games, args.seed)
             wins[bot].append(r["win"])
             lines.append(
                 f"| `{path}` | {steps} | `{bot}` | {r['take']:.2f} ({r['n_take']}) | {r['p_take']:.2f} | "
