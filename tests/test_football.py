@@ -179,3 +179,23 @@ def test_nearest_actions_are_vmas_discrete_actions():
         assert nearest_actions(force).tolist() == [action]
         assert nearest_actions(0.6 * force).tolist() == [action]  # rounding
     assert nearest_actions(np.array([[0.4, -0.7], [-3.0, 0.2]])).tolist() == [1, 3]
+
+
+def test_vmas_ai_bots_are_vmas_controllers_at_their_strengths_drawing_from_their_rng():
+    """Every entry of VMAS_AI_STRENGTHS is a bot, played by VMAS's own controller (one per side) at those strengths;
+    its samples come from the bot's rng (the same rng, the same moves, whichever bot of the table runs in between),
+    and torch's global generator is left as it was."""
+    env = FootballTeamEnv(E, seed=0, num_heroes=2)
+    assert [n for n in env.bot_names if n.startswith("vmas_ai")] == list(env.VMAS_AI_STRENGTHS)  # weakest first
+    for name, (speed, decision, precision) in env.VMAS_AI_STRENGTHS.items():
+        for ai, team in zip(env._ai[name], ("Blue", "Red"), strict=True):
+            assert ai.team_name == team and ai.speed_strength == speed**2  # VMAS squares the speed strength
+            assert (ai.decision_strength, ai.precision_strength) == (decision, precision)
+    obs, info = env.reset()
+    side, state = np.arange(E) % 2, torch.get_rng_state()
+    moves = env.bot_actions("vmas_ai25", obs, info, side, np.random.default_rng(1))
+    assert torch.equal(torch.get_rng_state(), state)
+    twin = FootballTeamEnv(E, seed=0, num_heroes=2)  # the same game, where another controller runs first
+    obs, info = twin.reset()
+    twin.bot_actions("vmas_ai", obs, info, side, np.random.default_rng(2))
+    np.testing.assert_array_equal(twin.bot_actions("vmas_ai25", obs, info, side, np.random.default_rng(1)), moves)

@@ -47,28 +47,37 @@ def check_team_step(env, obs, scores, done, info):
     assert np.isfinite(info["time"]).all() and (info["time"] >= 0).all()
 
 
-@pytest.mark.parametrize("env_id", list(TEAM_WORLDS))
-def test_a_bot_moves_in_its_own_games_only(env_id):
-    """bot_actions(..., games): legal moves in `games` where its side acts, 0 in the other games; the vectorised
-    rules (lane world, football) give the same moves there as without `games`, from the same draws."""
+def a_few_moves_in(env_id):
+    """The world ``env_id`` after 3 steps of random moves, so that both sides have something to do: (env, obs, info)."""
     heroes, E, *_ = TEAM_WORLDS[env_id]
     env = make_team_env(env_id, E, seed=3, num_heroes=heroes)
     obs, info = env.reset()
-    for _ in range(3):  # a few moves in, so that both sides have something to do
+    for _ in range(3):
         actions = np.stack(
             [env.bot_actions("random", obs, info, np.full(E, s), np.random.default_rng(s)) for s in (0, 1)], 1
         )
         obs, _, _, info = env.step(actions)
+    return env, obs, info
+
+
+@pytest.mark.parametrize("env_id", list(TEAM_WORLDS))
+def test_a_bot_moves_in_its_own_games_only(env_id):
+    """bot_actions(..., games): legal moves in `games` where its side acts, 0 in the other games; the vectorised
+    rules (lane world, football) give the same moves there as without `games`, from the same draws (asked of a twin
+    of the world at the same point: a bot may keep a plan from call to call, as VMAS's scripted team does)."""
+    env, obs, info = a_few_moves_in(env_id)
+    E = env.num_envs
     side, games = np.arange(E) % 2, np.arange(E) % 3 != 1
     legal = info["action_mask"][np.arange(E), side]  # (E, N, A)
+    twin, twin_obs, twin_info = a_few_moves_in(env_id)
     for name in env.bot_names:
         mine = env.bot_actions(name, obs, info, side, np.random.default_rng(0), games)
         assert mine.shape == (E, env.num_heroes) and (mine[~games] == 0).all(), name
         moves = games[:, None] & info["acting"][np.arange(E), side]
         assert np.take_along_axis(legal, mine[..., None], -1)[..., 0][moves].all(), f"{name}: an illegal move"
         if env_id not in BOARD_ENV_IDS:
-            every = env.bot_actions(name, obs, info, side, np.random.default_rng(0))
-            np.testing.assert_array_equal(mine[games], every[games])
+            every = twin.bot_actions(name, twin_obs, twin_info, side, np.random.default_rng(0))
+            np.testing.assert_array_equal(mine[games], every[games], err_msg=name)
 
 
 @pytest.mark.parametrize("env_id", list(TEAM_WORLDS))

@@ -32,12 +32,18 @@ Conventions of this wrapper:
   and ``to_ball`` at VMAS's factors for the team terms (10 for the ball, 0.1 for a player's approach), and
   ``behind_ball`` at 1 (running at the ball from the wrong side pushes it towards one's own goal; no run without
   this term scored against ``random``).
-* Scripted bots (``bot_actions``): ``random``; ``chase`` (every player runs straight at the ball), which wins more
-  games than it loses against random but draws most of them (the time cap comes first); and ``vmas_ai``, VMAS's own
-  scripted team (``vmas.scenarios.football.AgentPolicy``, what ``ai_red_agents=True`` plays: possession, dribbling
-  to goal, off-the-ball positioning), run here for either side with each axis of its continuous force rounded to the
-  nearest of -1, 0, +1, i.e. to one of the 9 actions the policy has. Rounded so, it still beats ``random``
-  (``tests/test_football.py`` checks 8 games of 8).
+* Scripted bots (``bot_actions``), weakest first as the games among them rate them (``reference_ratings.json``):
+  ``random``; ``vmas_ai25`` and ``vmas_ai50``; ``chase`` (every player runs straight at the ball), which beats
+  random in more games than it loses but draws most (the time cap comes first); ``vmas_ai75``; and ``vmas_ai``.
+  The ``vmas_ai`` bots are VMAS's own scripted team (``vmas.scenarios.football.AgentPolicy``, what
+  ``ai_red_agents=True`` plays: possession, dribbling to goal, off-the-ball positioning), run here for either side
+  with each axis of its continuous force rounded to the nearest of -1, 0, +1, i.e. to one of the 9 actions the
+  policy has. ``vmas_ai`` is at full strength; ``vmas_aiNN`` at decision and precision strength 0.NN (VMAS's
+  ``ai_decision_strength``, ``ai_precision_strength``: noise in who goes for the ball, where the others stand and
+  where each aims) and full speed (``VMAS_AI_STRENGTHS``). The controller samples from torch; here from a generator
+  seeded from the bot's ``rng``. ``chase`` is not on the controller's scale: it wins more games than it loses against
+  ``vmas_ai25`` and ``vmas_ai50`` and fewer against ``vmas_ai75``, while ``vmas_ai50`` beats ``random`` far more
+  often than ``chase`` does.
 * All actions are always legal: ``info["action_mask"]`` is all True and every hero acts on every step.
 """
 
@@ -78,7 +84,18 @@ class FootballTeamEnv:
     score_names: tuple[str, ...] = ("win", "ball_to_goal", "agent_to_ball", "dribble", "to_ball", "behind_ball")
     VMAS_SCORE_WEIGHTS: dict[str, float] = {"win": 100.0, "ball_to_goal": 1.0, "agent_to_ball": 1.0}
     DEFAULT_SCORE_WEIGHTS: dict[str, float] = VMAS_SCORE_WEIGHTS | {"dribble": 10.0, "to_ball": 0.1, "behind_ball": 1.0}
-    bot_names: tuple[str, ...] = ("random", "chase", "vmas_ai")
+    # VMAS's scripted team (``AgentPolicy``) at (speed, decision, precision) strengths, each in [0, 1] (the scenario's
+    # ``ai_strength``, ``ai_decision_strength``, ``ai_precision_strength``); the weaker ones at full speed, since with
+    # forces rounded to -1, 0, +1 a slower team mostly stands still (all three at 0.25: 64 draws in 64 games with
+    # `random`; at 0.5 and 0.75 it loses to the full-speed team at the same decision and precision)
+    VMAS_AI_STRENGTHS: dict[str, tuple[float, float, float]] = {
+        "vmas_ai25": (1.0, 0.25, 0.25),
+        "vmas_ai50": (1.0, 0.5, 0.5),
+        "vmas_ai75": (1.0, 0.75, 0.75),
+        "vmas_ai": (1.0, 1.0, 1.0),
+    }
+    # weakest first, as the games among them rate them (reference_ratings.json): `chase` between vmas_ai50 and 75
+    bot_names: tuple[str, ...] = ("random", "vmas_ai25", "vmas_ai50", "chase", "vmas_ai75", "vmas_ai")
 
     def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
         try:
@@ -103,16 +120,19 @@ class FootballTeamEnv:
         self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
         self.steps = np.zeros(num_envs, dtype=np.int64)
         self._distances = np.zeros((num_envs, 2, num_heroes, 2), dtype=np.float32)  # see `_distances_to_ball`
-        # VMAS's scripted team, one controller per side, run on demand by `bot_actions("vmas_ai", ...)`
+        # VMAS's scripted team, one controller per strength and side, run on demand by `bot_actions("vmas_ai...", ...)`
         from vmas.scenarios.football import AgentPolicy
 
         world, scenario = self.env.world, self.env.scenario
         self._players = (scenario.blue_agents, scenario.red_agents)
         # its trajectory-plotting hook, which VMAS fills only for the teams it drives itself
         world.traj_points = {team: {a: [] for a in players} for team, players in zip(TEAMS, self._players, strict=True)}
-        self._ai = tuple(AgentPolicy(team) for team in TEAMS)
-        for ai in self._ai:
-            ai.init(world)
+        self._ai: dict[str, tuple] = {}  # bot name -> (blue's controller, red's)
+        for name, (speed, decision, precision) in self.VMAS_AI_STRENGTHS.items():
+            strengths = dict(speed_strength=speed, decision_strength=decision, precision_strength=precision)
+            self._ai[name] = tuple(AgentPolicy(team, **strengths) for team in TEAMS)
+            for ai in self._ai[name]:
+                ai.init(world)
 
     def _observe(self, observations: list[torch.Tensor]) -> np.ndarray:
         obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).numpy()
@@ -133,8 +153,9 @@ class FootballTeamEnv:
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         self.steps[:] = 0
         observations = self.env.reset()
-        for ai in self._ai:
-            ai.reset()
+        for controllers in self._ai.values():
+            for ai in controllers:
+                ai.reset()
         self._distances = self._distances_to_ball()
         none = np.zeros(self.num_envs, dtype=bool)
         zeros = np.zeros(self.num_envs)
@@ -184,8 +205,9 @@ class FootballTeamEnv:
         time = self.steps * self.seconds_per_step
         for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
             self.env.reset_at(int(index), return_observations=False)
-            for ai in self._ai:
-                ai.reset(int(index))
+            for controllers in self._ai.values():
+                for ai in controllers:
+                    ai.reset(int(index))
         self.steps[game_over] = 0
         self._distances = self._distances_to_ball()  # the new games' starting distances
         observations = self.env.get_from_scenario(
@@ -211,20 +233,24 @@ class FootballTeamEnv:
     def _bot_actions(self, name: str, obs: np.ndarray, side: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if name == "random":
             return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
-        if name == "vmas_ai":
+        if name in self.VMAS_AI_STRENGTHS:
             actions = np.zeros((self.num_envs, self.num_heroes), dtype=np.int64)
-            for s in np.unique(side):  # the controller plans for every copy; the copies where it plays `s` are kept
-                actions[side == s] = nearest_actions(self._vmas_ai_force(s))[side == s]
+            # the controller samples from torch's global generator: here one seeded from `rng`, the global one untouched
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(rng.integers(2**63)))
+                for s in np.unique(side):  # it plans for every copy; the copies where it plays `s` are kept
+                    actions[side == s] = nearest_actions(self._vmas_ai_force(name, s))[side == s]
             return actions
         to_ball = -obs[np.arange(self.num_envs), side, :, 2:4]  # features 2:4: player minus ball, own frame
         return nearest_actions(np.sign(to_ball) * (np.abs(to_ball) >= 0.01))  # full force on each axis, or none
 
-    def _vmas_ai_force(self, side: int) -> np.ndarray:
-        """The force float (E, N, 2) that VMAS's scripted team would apply to the players of ``side``, in units of the
-        force range and in that side's own frame (red's x mirrored, as for its actions)."""
+    def _vmas_ai_force(self, name: str, side: int) -> np.ndarray:
+        """The force float (E, N, 2) that VMAS's scripted team ``name`` (a key of ``VMAS_AI_STRENGTHS``) would apply
+        to the players of ``side``, in units of the force range and in that side's own frame (red's x mirrored, as for
+        its actions)."""
         forces = []
         for player in self._players[side]:  # in order: the controller updates possession at its player 0
-            self._ai[side].run(player, self.env.world)
+            self._ai[name][side].run(player, self.env.world)
             forces.append(player.action.u / player.action.u_multiplier_tensor)
         force = torch.stack(forces, 1).numpy()
         return force * np.array([-1.0, 1.0]) if side == 1 else force
