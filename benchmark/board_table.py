@@ -106,12 +106,15 @@ def final_table(path: str, games: int, seed: int) -> dict:
 
 
 def robust_rung(result: dict) -> tuple[str, float, str | None]:
-    """The robust rung of one model's ``final_table`` (``"none"`` if it loses to an untrained bot on the first), the
-    worst sampled win rate over the untrained bots up to it, and that bot."""
+    """The robust rung of one model's ``final_table`` (``"none"`` if it loses on the first), the worst sampled win rate
+    over the bots that count up to it, and that bot. A rung counts the bots on it that the model did not train
+    against, or all of them where it trained against every one (no rung is held without a game won)."""
     held, rates = "none", {}
     for ladder in BOT_NAMES:
-        on_rung = {b: r[0] for b, r in result["sampled"].items() if rung(b) == ladder and b not in result["trained"]}
-        if on_rung and min(on_rung.values()) < WINNING:
+        on_rung = {b: r[0] for b, r in result["sampled"].items() if rung(b) == ladder}
+        untrained = {b: rate for b, rate in on_rung.items() if b not in result["trained"]}
+        on_rung = untrained or on_rung
+        if min(on_rung.values()) < WINNING:
             break
         held, rates = ladder, rates | on_rung
     worst = min(rates, key=rates.get) if rates else None
@@ -121,9 +124,10 @@ def robust_rung(result: dict) -> tuple[str, float, str | None]:
 def table(results: dict[str, dict]) -> list[str]:
     """The markdown table of ``results`` (label -> final_table), one pair of columns per model, and the headline."""
     labels = list(results)
+    played = [bot for bot in bots() if all(bot in r["sampled"] for r in results.values())]  # (kept: an older list)
     lines = ["| vs | rung | " + " | ".join(f"{label}: sampled | most likely" for label in labels) + " |"]
     lines += ["|---|---|" + "---:|---:|" * len(labels)]
-    for bot in bots():
+    for bot in played:
         cells = []
         for label in labels:
             r, mark = results[label], " (trained)" if bot in results[label]["trained"] else ""
@@ -143,7 +147,8 @@ def table(results: dict[str, dict]) -> list[str]:
         f"Each cell: {games} games, the model on each side in half; sampled moves: win rate / loss rate (draws the "
         "rest), most likely moves: win rate. (trained): a bot the model trained against. The robust rung: the "
         "strongest ladder bot such that the model wins at least half of its games against every bot it did not "
-        "train against on that rung or below (a perturbed bot sits on the rung of the bot it perturbs)."
+        "train against on that rung or below (a perturbed bot sits on the rung of the bot it perturbs; on a rung "
+        "where it trained against every bot, against those)."
     )
     return [note, "", *lines]
 

@@ -41,7 +41,12 @@ WORLDS = {
     ),
     "Moba5v5-v0": (["random", "push", "lasthit"], [("random", 0.95), ("push", 0.5), ("lasthit", 0.5)], "moba", "moba"),
     # a goal ends the game, so a win is a goal scored first (draw: no goal in 500 steps)
-    "VmasFootball-v0": (["random", "chase", "vmas_ai"], [("random", 0.5), ("chase", 0.5)], "football", "football"),
+    "VmasFootball-v0": (
+        ["random", "vmas_ai25", "vmas_ai50", "chase", "vmas_ai75", "vmas_ai"],
+        [("random", 0.5), ("chase", 0.5)],
+        "football",
+        "football",
+    ),
 }
 PARSER = pv.parser(__file__, __doc__, results="learning")
 PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
