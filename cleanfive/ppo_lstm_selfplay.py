@@ -391,26 +391,26 @@ class Matchmaking:
         side = 1 - self.learner_side[games]
         return ((games * self.num_sides + side)[:, None] * self.num_heroes + np.arange(self.num_heroes)).reshape(-1)
 
-    def past_versions_act(self, past_agents, action, lstm_state, prev_state, x, done, team_acts, mask):
-        """Each past version drives its side with its own network: its rows of `action` (P,) and of `lstm_state` (the
-        latest policy's, computed from `prev_state`) are overwritten in place."""
+    def opponent_actions(self, past_agents, envs, obs_np, info, rng, x, state, done, team_acts, mask):
+        """The opponents' moves in their own games only: the rows (game, side, hero) they drive, their actions there
+        and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has none: 0)."""
+        nothing = torch.zeros(0, dtype=torch.long, device=x.device)
+        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # (rows, actions, h, c) of each opponent
         for k in np.unique(self.index[self.kind == PAST]):
             games = np.flatnonzero((self.kind == PAST) & (self.index == k))
-            rows = torch.as_tensor(self.opponent_rows(games), device=action.device)
-            past_state = tuple(s[:, rows] for s in prev_state)
-            past_action, _, _, _, past_state = past_agents[k].get_action_and_value(
-                x[rows], past_state, done[rows], team_acts[rows], mask[rows]
+            mine = torch.as_tensor(self.opponent_rows(games), device=x.device)
+            action, _, _, _, (h, c) = past_agents[k].get_action_and_value(
+                x[mine], (state[0][:, mine], state[1][:, mine]), done[mine], team_acts[mine], mask[mine]
             )
-            action[rows] = past_action
-            lstm_state[0][:, rows], lstm_state[1][:, rows] = past_state
-
-    def bots_act(self, envs, obs, info, rng, action):
-        """Each reference bot drives its side in its own games only: its rows of `action` (P,) are overwritten."""
+            parts.append((mine, action, h, c))
         for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last reference first: the order of their draws
-            mine = (self.kind == BOT) & (self.index == b)
-            bot = envs.bot_actions(self.references[b], obs, info, 1 - self.learner_side, rng, mine)[mine]
-            rows = torch.as_tensor(self.opponent_rows(np.flatnonzero(mine)), device=action.device)
-            action[rows] = torch.as_tensor(bot.reshape(-1), device=action.device)
+            games = (self.kind == BOT) & (self.index == b)
+            bot = envs.bot_actions(self.references[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
+            mine = torch.as_tensor(self.opponent_rows(np.flatnonzero(games)), device=x.device)
+            none = state[0].new_zeros(1, len(mine), state[0].shape[2])
+            parts.append((mine, torch.as_tensor(bot.reshape(-1), device=x.device), none, none))
+        rows, actions, h, c = zip(*parts, strict=True)
+        return torch.cat(rows), torch.cat(actions), (torch.cat(h, 1), torch.cat(c, 1))
 
     def learner_sides(self, games):
         """The learner's side in each of `games` (side 0 in a game of the latest policy against itself)."""
@@ -470,6 +470,11 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
         if t == rewards.shape[0] - 1:
             advantages[t] = lastgaelam = torch.where(left_out, 0.0, lastgaelam)
     return advantages, values
+
+
+def team_acting(info, num_heroes):
+    """(E * S * N,) bool: every hero of each side of which any hero acts (the side to move, in a board game)."""
+    return np.repeat(info["acting"].any(2), num_heroes, axis=1).reshape(-1)
 
 
 def shape_rewards(scores, weights, is_win, time, tau, args):
@@ -647,6 +652,7 @@ if __name__ == "__main__":
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
     for component, _, value in (item.partition("=") for item in args.score_weights):
         score_weights[component] = float(value)
+    # the dimensions' names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E * S * N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     P, obs_shape = args.num_players, envs.obs_shape
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
@@ -786,7 +792,7 @@ if __name__ == "__main__":
             masks[step] = next_mask
             dones[step] = next_done
             applied[step] = next_applied
-            team_acts = torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            team_acts = torch.as_tensor(team_acting(info, N), device=device)
             learner_driven = torch.as_tensor(matchmaking.learner_rows(), device=device)
             learner_acts[step] = team_acts & learner_driven
 
@@ -797,11 +803,12 @@ if __name__ == "__main__":
                     next_obs, prev_state, next_done, learner_acts[step], next_mask
                 )
                 values[step] = value.flatten()
-                # the opponents drive their side: past versions (their own network and LSTM state), then the bots
-                matchmaking.past_versions_act(
-                    past_agents, action, next_lstm_state, prev_state, next_obs, next_done, team_acts, next_mask
+                # the opponents drive their side in their own games: past versions (their own network), then bots
+                rows, opponent_action, opponent_state = matchmaking.opponent_actions(
+                    past_agents, envs, next_obs_np, info, rng, next_obs, prev_state, next_done, team_acts, next_mask
                 )
-                matchmaking.bots_act(envs, next_obs_np, info, rng, action)
+                action[rows] = opponent_action
+                next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = opponent_state
             actions[step] = action
             logprobs[step] = logprob
 
@@ -859,7 +866,7 @@ if __name__ == "__main__":
             # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
             # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
             # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
-            waits_at_end = ~torch.as_tensor(np.repeat(info["acting"].any(2), N, axis=1).reshape(P), device=device)
+            waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
             advantages, filled_values = gae(  # filled_values: those of the steps without a decision filled in
