@@ -162,7 +162,7 @@ def main() -> None:
     lines = [
         *pv.header(PARSER, args, pv.code_version(), "; the games are its own.", ""),
         "",
-        *table(results, args.games),
+        *table(results),
     ]
     print("\n".join(lines))
     if args.block:

@@ -9,6 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmark"))  # th
 
 import board_table  # noqa: E402
 
+FINAL_TABLE = board_table.final_table
+
 from cleanfive.envs.board import BOT_NAMES, HELD_OUT_NAMES  # noqa: E402
 
 
@@ -40,17 +42,22 @@ def test_the_robust_rung_is_the_last_rung_whose_untrained_bots_are_all_beaten():
     # a bot it trained against does not count where the rung has others, even where it lost; a loss on the first
     # rung: none. A rung of trained bots only counts them
     assert board_table.robust_rung(result({"search1": 0.1}, trained=["search1"]))[0] == "search4"
-    assert board_table.robust_rung(result({"greedy": 0.4}, trained=["random", "greedy"]))[0] == "random"
+    assert board_table.robust_rung(result({"random": 0.4}, trained=["random"]))[0] == "none"
     held, worst, against = board_table.robust_rung(result({"random": 0.4}))
     assert held == "none" and np.isnan(worst) and against is None
 
 
-def test_a_saved_model_plays_every_bot_both_ways():
-    out = board_table.final_table("cleanfive/models/tictactoe.cleanfive_model", games=4, seed=0)
+def test_a_saved_model_plays_every_bot_both_ways(monkeypatch, capsys):
+    played = []  # each model's final_table, as main() made it
+    monkeypatch.setattr(board_table, "final_table", lambda *args: played.append(FINAL_TABLE(*args)) or played[-1])
+    model = "cleanfive/models/tictactoe.cleanfive_model"
+    monkeypatch.setattr("sys.argv", ["board_table.py", "--models", model, "--games", "4"])
+    board_table.main()
+    (out,) = played
     assert out["env_id"] == "TicTacToe-v1" and out["games"] == 4
     for way in ("sampled", "most_likely"):
         assert list(out[way]) == board_table.bots()
         for win, draw, loss in out[way].values():
             assert np.isclose(win + draw + loss, 1.0) and all(x in (0, 0.25, 0.5, 0.75, 1) for x in (win, draw, loss))
-    lines = board_table.table({"model": out})
-    assert any(line.startswith("| `search4+") or line.startswith("| `search4` |") for line in lines)
+    printed = capsys.readouterr().out
+    assert "| `search4` | `search4` |" in printed and "robust rung" in printed

@@ -45,8 +45,8 @@ BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "searc
 # held-out references (issue 50): perturbed bots that no default trains against, each on the rung of the ladder bot
 # it perturbs (centre<D>: search<D>'s). A bot name is a ladder bot or centre<D>, then optionally "+random<P>" (P % of
 # its moves uniform at random) and "+opening<K>" (uniform random moves while the board holds fewer than K stones)
-HELD_OUT_NAMES: tuple[str, ...] = (
-    *(f"search{d}+{perturbation}" for d in (1, 2, 3) for perturbation in ("random15", "opening4")),
+HELD_OUT_NAMES: tuple[str, ...] = (  # every ladder bot perturbed but random (its own perturbation) and search4 (slow)
+    *(f"{bot}+{perturbation}" for bot in BOT_NAMES[1:-1] for perturbation in ("random15", "opening4")),
     "centre2",
     "centre3",
 )
