@@ -519,10 +519,11 @@ class Matchmaking:
         return ((games * self.num_sides + side)[:, None] * self.num_heroes + np.arange(self.num_heroes)).reshape(-1)
 
     def opponent_actions(self, past_agents, envs, obs_np, info, rng, x, state, done, team_acts, mask):
-        """The opponents' moves in their own games only: the rows (game, side, hero) they drive, their actions there
-        and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has none: 0)."""
+        """The opponents' moves in their own games only: the rows (game, side, hero) they drive, their actions
+        there and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has
+        none: zeros)."""
         nothing = torch.zeros(0, dtype=torch.long, device=x.device)
-        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # (rows, actions, h, c) of each opponent
+        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # (rows, actions, h, c) each
         for k in np.unique(self.index[self.kind == PAST]):
             games = np.flatnonzero((self.kind == PAST) & (self.index == k))
             mine = torch.as_tensor(self.opponent_rows(games), device=x.device)
@@ -600,7 +601,7 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
 
 
 def team_acting(info, num_heroes):
-    """(E * S * N,) bool: every hero of each side of which any hero acts (the side to move, in a board game)."""
+    """(E * S * N,) bool: every hero of each side of which any hero acts (a board game's side to move)."""
     return np.repeat(info["acting"].any(2), num_heroes, axis=1).reshape(-1)
 
 
@@ -876,7 +877,7 @@ if __name__ == "__main__":
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
     for component, _, value in (item.partition("=") for item in args.score_weights):
         score_weights[component] = float(value)
-    # the dimensions' names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E * S * N
+    # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
     old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
@@ -1055,7 +1056,7 @@ if __name__ == "__main__":
                     next_obs, prev_state, next_done, learner_acts[step], next_mask
                 )
                 values[step] = value.flatten()
-                # the opponents drive their side in their own games: past versions (their own network), then bots
+                # the opponents drive their side in their own games: past versions (own network), then bots
                 rows, opponent_action, opponent_state = matchmaking.opponent_actions(
                     past_agents, envs, next_obs_np, info, rng, next_obs, prev_state, next_done, team_acts, next_mask
                 )
