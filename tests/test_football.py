@@ -153,6 +153,31 @@ def test_same_seed_same_game():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (VMAS simulating on it)")
+def test_a_game_simulated_on_a_gpu_is_the_cpu_game_and_comes_back_as_numpy():
+    """device="cuda": VMAS steps the same physics (float32, to rounding) from the same start, the bots run there, and
+    the wrapper still returns host NumPy arrays."""
+    cpu, gpu = (FootballTeamEnv(E, seed=5, num_heroes=N, device=d) for d in ("cpu", "cuda"))
+    cpu.reset()
+    gpu.reset()
+    movable = lambda env: [*env.env.world.agents, env.env.scenario.ball]  # noqa: E731
+    for a, b in zip(movable(cpu), movable(gpu), strict=True):  # the CPU game's start, on the GPU
+        b.set_pos(a.state.pos.cuda(), batch_index=None)
+        b.set_vel(a.state.vel.cuda(), batch_index=None)
+    gpu._distances = gpu._distances_to_ball()
+    rng, side = np.random.default_rng(0), np.ones(E, dtype=np.int64)
+    for step in range(10):
+        actions = random_actions(rng)
+        (obs, scores, done, _), (gpu_obs, gpu_scores, gpu_done, gpu_info) = cpu.step(actions), gpu.step(actions)
+        assert isinstance(gpu_obs, np.ndarray) and gpu_obs.dtype == np.float32 and isinstance(gpu_scores, np.ndarray)
+        np.testing.assert_allclose(gpu_obs, obs, atol=1e-5)
+        if step > 0:  # VMAS's team shaping terms of the first step start from its own start, not the copied one
+            np.testing.assert_allclose(gpu_scores, scores, atol=1e-5)
+        np.testing.assert_array_equal(gpu_done, done)
+    bots = gpu.bot_actions("vmas_ai", gpu_obs, gpu_info, side, rng)
+    assert bots.shape == (E, N) and ((0 <= bots) & (bots < gpu.num_actions)).all()
+
+
 def test_render_frame():
     env = FootballTeamEnv(2, seed=0, num_heroes=N)
     env.reset()

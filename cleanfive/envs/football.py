@@ -76,6 +76,7 @@ class FootballTeamEnv:
     * ``info``: ``action_mask`` bool (E, 2, N, 9), ``acting`` bool (E, 2, N), ``game_over`` bool (E,),
       ``outcome`` int (E, 2) (+1 win, 0 draw, -1 loss; 0 where no game ended), ``game_length`` int (E,) (steps of the
       game that ended), ``time`` float (E,) (game seconds when this step's scores were earned)
+    * ``device``: where VMAS simulates ("cpu" or a GPU); what goes in and out is NumPy on the host either way
     """
 
     num_sides = 2
@@ -97,7 +98,7 @@ class FootballTeamEnv:
     # weakest first, as the games among them rate them (reference_ratings.json): `chase` between vmas_ai50 and 75
     bot_names: tuple[str, ...] = ("random", "vmas_ai25", "vmas_ai50", "chase", "vmas_ai75", "vmas_ai")
 
-    def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500):
+    def __init__(self, num_envs: int, seed: int, num_heroes: int = 5, max_steps: int = 500, device: str = "cpu"):
         try:
             import vmas
         except ImportError as error:
@@ -107,10 +108,11 @@ class FootballTeamEnv:
         if num_heroes < 2:
             raise ValueError(f"VMAS football needs at least 2 players per side, got {num_heroes}")
         self.num_envs, self.num_heroes, self.max_steps = num_envs, num_heroes, max_steps
+        self.device = torch.device(device)
         self.env = vmas.make_env(
             "football",
             num_envs=num_envs,
-            device="cpu",
+            device=self.device,
             continuous_actions=False,
             seed=seed,
             n_blue_agents=num_heroes,
@@ -135,7 +137,7 @@ class FootballTeamEnv:
                 ai.init(world)
 
     def _observe(self, observations: list[torch.Tensor]) -> np.ndarray:
-        obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).numpy()
+        obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).cpu().numpy()
         clock = np.broadcast_to((self.steps / self.max_steps)[:, None, None, None], (*obs.shape[:3], 1))
         return np.concatenate([obs, clock], axis=-1).astype(np.float32)
 
@@ -171,10 +173,10 @@ class FootballTeamEnv:
         spot = ball + away / away.norm(dim=-1, keepdim=True) * (scenario.agent_size + scenario.ball_size)  # (E, 2, 2)
         spot = spot.repeat_interleave(self.num_heroes, 1)
         distances = torch.stack([(players - ball).norm(dim=-1), (players - spot).norm(dim=-1)], -1)
-        return distances.reshape(self.num_envs, 2, self.num_heroes, 2).numpy()
+        return distances.reshape(self.num_envs, 2, self.num_heroes, 2).cpu().numpy()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes))
+        actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes), device=self.device)
         _, _, goal, infos = self.env.step(list(actions.unbind(1)))
         scenario = self.env.scenario
         # the three reward terms VMAS adds up (the goal as +-1 for the scoring / conceding team), the same for a team
@@ -188,7 +190,7 @@ class FootballTeamEnv:
             ],
             dim=1,
         )
-        team_terms = team_terms.reshape(self.num_envs, 2, self.num_heroes, 3).float().numpy()
+        team_terms = team_terms.reshape(self.num_envs, 2, self.num_heroes, 3).float().cpu().numpy()
         # each hero's own terms: the ball's approach to the enemy goal while it touches the ball, its approach to the
         # ball and to the spot behind it
         distances = self._distances_to_ball()
@@ -196,7 +198,7 @@ class FootballTeamEnv:
         dribble = touching * team_terms[..., 1] / scenario.pos_shaping_factor_ball_goal
         scores = np.concatenate([team_terms, dribble[..., None], self._distances - distances], -1)
         self.steps += 1
-        goal = goal.numpy().astype(bool)
+        goal = goal.cpu().numpy().astype(bool)
         game_over = goal | (self.steps >= self.max_steps)
         outcome = np.zeros((self.num_envs, 2), dtype=np.int64)
         outcome[:, 0] = np.sign(scores[:, 0, 0, 0]).astype(np.int64) * goal  # the win term is +1 for the scorers
@@ -235,8 +237,9 @@ class FootballTeamEnv:
             return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
         if name in self.VMAS_AI_STRENGTHS:
             actions = np.zeros((self.num_envs, self.num_heroes), dtype=np.int64)
-            # the controller samples from torch's global generator: here one seeded from `rng`, the global one untouched
-            with torch.random.fork_rng(devices=[]):
+            # the controller samples from torch's global generators: here ones seeded from `rng`, the global ones (CPU
+            # and GPUs) untouched
+            with torch.random.fork_rng():
                 torch.manual_seed(int(rng.integers(2**63)))
                 for s in np.unique(side):  # it plans for every copy; the copies where it plays `s` are kept
                     actions[side == s] = nearest_actions(self._vmas_ai_force(name, s))[side == s]
@@ -248,11 +251,17 @@ class FootballTeamEnv:
         """The force float (E, N, 2) that VMAS's scripted team ``name`` (a key of ``VMAS_AI_STRENGTHS``) would apply
         to the players of ``side``, in units of the force range and in that side's own frame (red's x mirrored, as for
         its actions)."""
+        from vmas.scenarios.football import Splines
+
+        # VMAS 1.5 caches its spline matrices in the class, on the device of the first world that used them: a world
+        # on another device (CPU evaluation beside GPU training) would mix devices, so that cache is emptied
+        if any(matrix.device != self.device for matrix in Splines.U_matmul_A.values()):
+            Splines.U_matmul_A.clear()
         forces = []
         for player in self._players[side]:  # in order: the controller updates possession at its player 0
             self._ai[name][side].run(player, self.env.world)
             forces.append(player.action.u / player.action.u_multiplier_tensor)
-        force = torch.stack(forces, 1).numpy()
+        force = torch.stack(forces, 1).cpu().numpy()
         return force * np.array([-1.0, 1.0]) if side == 1 else force
 
     def render(self, env_index: int = 0) -> np.ndarray:

@@ -61,8 +61,9 @@ def world_defaults(env_id: str) -> dict:
     raise ValueError(f"unknown env id {env_id!r}; accepted two-sided ids: {', '.join(TEAM_ENV_IDS)}")
 
 
-def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None = None):
-    """The world ``env_id`` with ``num_envs`` games of ``num_heroes`` per side (None: the world's default).
+def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None = None, device: str = "cpu"):
+    """The world ``env_id`` with ``num_envs`` games of ``num_heroes`` per side (None: the world's default); ``device``
+    is where VMAS football simulates (the other worlds run on the CPU).
 
     Raises ValueError for an unknown id or a team size the world does not support, and
     :class:`cleanfive.envs.football.FootballUnavailable` when an optional extra is missing.
@@ -71,7 +72,7 @@ def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None 
     if env_id in MOBA_ENV_IDS:
         return make_moba(env_id, num_envs, seed, heroes)
     if env_id in FOOTBALL_ENV_IDS:
-        return FootballTeamEnv(num_envs, seed, heroes)
+        return FootballTeamEnv(num_envs, seed, heroes, device=device)
     if heroes != 1:
         raise ValueError(f"{env_id} has one hero per side; got --num-heroes {heroes}")
     return BoardTeamEnv(env_id, num_envs, seed)
