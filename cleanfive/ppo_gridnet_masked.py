@@ -130,14 +130,19 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
     except Exception as exc:
-        if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
-            usage_error(
-                f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
-                f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
-            )
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
+        refuse(flag, path, exc, "a file of this script's --save-model or --save-every")
     return saved
+
+
+def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
+    """One line and exit code 2 for a file `path` that `flag` cannot use, `exc` saying why; `wanted`: what to pass."""
+    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
 
 
 def to_plain(tree):

@@ -34,12 +34,8 @@ class Args:
     capture_video: bool = False  # save a GIF of one game per evaluation to `videos/{run_name}` (worlds that render)
     save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
     save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)
-    # continue from a checkpoint (its `Args` are used, other flags ignored); the lane world resumes bit for bit, the
-    # other worlds restart the games in progress with fresh seeds
-    resume: str | None = None
-    # rate a model saved by `--save-model` (or a checkpoint) against every reference in the world it was trained for,
-    # print the results and exit
-    eval_only: str | None = None
+    resume: str | None = None  # continue from a checkpoint with its `Args` (the other flags are ignored)
+    eval_only: str | None = None  # rate a `--save-model` file (or a checkpoint) against every reference
     quiet: bool = False  # if toggled, no progress line is printed
 
     # Algorithm specific arguments
@@ -145,14 +141,19 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
             raise KeyError(f"it holds no {missing}")
         Args(**saved["args"])
     except Exception as exc:
-        if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
-            usage_error(
-                f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
-                f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
-            )
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        usage_error(f"cannot use {flag} {path} ({reason}); pass a file of this script's --save-model or --save-every")
+        refuse(flag, path, exc, "a file of this script's --save-model or --save-every")
     return saved
+
+
+def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
+    """One line and exit code 2 for a file `path` that `flag` cannot use, `exc` saying why; `wanted`: what to pass."""
+    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
+        usage_error(
+            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
+            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
+        )
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
 
 
 def to_plain(tree):
@@ -417,10 +418,6 @@ class Matchmaking:
         """The learner's side in each of `games` (side 0 in a game of the latest policy against itself)."""
         return np.where(self.kind[games] != LATEST, self.learner_side[games], 0)
 
-    def beaten(self, games, outcome):
-        """The pool indices of the past versions that the learner beat in `games` (`outcome`: the learner's)."""
-        return self.index[games][(self.kind[games] == PAST) & (outcome > 0)].tolist()
-
     def new_games(self, games, pool, bot_share, rng):
         """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
         while the pool is empty), else the latest policy; of those others, a share `bot_share` against a reference
@@ -541,7 +538,7 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
 
 def check_args(args: Args, envs, references) -> None:
     """Every check of the arguments, once the world `envs` is made and its defaults fill the flags left unset:
-    one line and exit code 2 for the first that fails; nothing is changed (--num-envs: make_envs)."""
+    one line and exit code 2 for the first that fails; nothing is changed (--num-envs: checked before)."""
     positive = ("total_timesteps", "learning_rate", "num_steps", "bptt_len", "horizon_seconds")
     positive += ("num_minibatches", "update_epochs", "clip_coef", "pool_every", "eval_every", "eval_games")
     for name in positive:
@@ -577,42 +574,6 @@ def check_args(args: Args, envs, references) -> None:
         check(number is not None and np.isfinite(number), f"--score-weights {item}: give each as name=number")
 
 
-def make_envs(args: Args, checkpoint: dict | None, rank: int):
-    """This process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
-    autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own."""
-    check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
-    env_seed = args.seed
-    if checkpoint:
-        env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
-    try:
-        return make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
-    except (ValueError, FootballUnavailable) as error:
-        usage_error(str(error))
-
-
-def make_writer(args: Args, run_name: str, rank: int, checkpoint: dict | None) -> SummaryWriter:
-    """CleanRL's logging: TensorBoard (rank 0 in `runs/{run_name}`, the other ranks' games beside) and wandb. Resuming
-    drops the events logged after the checkpoint, so that the curves continue where it was taken."""
-    if args.track and rank == 0:
-        import wandb
-
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            save_code=True,
-        )
-    log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")
-    writer = SummaryWriter(log_dir, purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
-    )
-    return writer
-
-
 if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args)
@@ -637,7 +598,16 @@ if __name__ == "__main__":
     if world_size > 1:
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
 
-    envs = make_envs(args, checkpoint, rank)
+    # this process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
+    # autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own
+    check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
+    env_seed = args.seed
+    if checkpoint:
+        env_seed = int(np.random.SeedSequence([args.seed, checkpoint["iteration"]]).generate_state(1)[0] >> 1)
+    try:
+        envs = make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
+    except (ValueError, FootballUnavailable) as error:
+        usage_error(str(error))
     references = args.references or envs.bot_names
     if args.bot_opponents is None:  # the world's bot opponents among the references, in their order
         bots = world_defaults(args.env_id)["bot_opponents"]
@@ -664,7 +634,25 @@ if __name__ == "__main__":
     if world_size > 1:  # every process takes rank 0's
         dist.broadcast_object_list(names := [run_name], 0)
         run_name = names[0]
-    writer = make_writer(args, run_name, rank, checkpoint)
+    if args.track and rank == 0:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            save_code=True,
+        )
+    # TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops the events
+    # logged after its checkpoint, so that the curves go on from there
+    log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")
+    writer = SummaryWriter(log_dir, purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
+    )
     verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
     # TRY NOT TO MODIFY: seeding
@@ -839,7 +827,7 @@ if __name__ == "__main__":
                 finished["length"].append(info["game_length"][over])
                 finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                beaten += matchmaking.beaten(over, outcome)
+                beaten += matchmaking.index[over][(matchmaking.kind[over] == PAST) & (outcome > 0)].tolist()
                 matchmaking.new_games(over, pool, bot_share, rng)
 
         if world_size > 1:  # every process applies the quality updates of every process, in rank order
@@ -1088,9 +1076,8 @@ if __name__ == "__main__":
 
     writer.close()
     if world_size > 1:
-        # a gloo worker drops its last collective's tensors (taking the GIL) just after the collective returns, and a
-        # drop that falls in interpreter shutdown aborts the process (std::terminate): waiting here for the other
-        # process, GIL released, lets it finish first
+        # a gloo worker frees its last collective's tensors just after it returns; a free during interpreter
+        # shutdown aborts the process (std::terminate), so each waits here (GIL released) for the other
         dist.barrier()
         dist.destroy_process_group()
     if rank == 0:
