@@ -467,8 +467,9 @@ reason = "needs Debian's chromium and chromium-driver on PATH and selenium (the 
 SHOTS = os.environ.get("ARENA_SCREENSHOTS")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """One headless Chromium for the module's browser tests (each opens its own page)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=900,760"):

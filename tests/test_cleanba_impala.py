@@ -345,6 +345,9 @@ def driven(tmp_path_factory):
         tmp_path_factory.mktemp("driver_a"),
         {
             "seed1": [*TINY, "--seed", "1", "--save-model"],
+            # the model seed1 saved, played again with a video (test_reliability.py's tracked run does it under -m slow)
+            "eval_only": ["--eval-only", "GLOB:../seed1/runs/*/cleanba_impala.cleanfive_model", "--eval-episodes", "2"]
+            + ["--capture-video"],
             "sync": [*TINY, "--sync"],
             "lag2": [*TINY, "--policy-lag", "2"],
             **{f"error{i}": [*TINY, *flags] for i, (flags, _) in enumerate(USER_ERRORS)},
@@ -409,6 +412,13 @@ def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(s
     for tag in set(tags_a) - timing:
         assert tags_a[tag] == tags_b[tag], tag  # returns, lengths, losses: equal floats
     assert tags_a["losses/value_loss"] != tags_c["losses/value_loss"]
+
+
+def test_saved_model_plays_with_eval_only_and_records_a_video(driven):
+    result, tmp_path = driven["eval_only"]
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stdout.strip(), "--eval-only printed no results"
+    assert [p for p in (tmp_path / "videos").rglob("*") if p.is_file() and p.stat().st_size > 0], "no video written"
 
 
 @pytest.mark.parametrize(("name", "actor_versions", "lag"), [("sync", [0, 1, 2, 3], 0), ("lag2", [0, 0, 0, 1], 2)])

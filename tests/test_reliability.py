@@ -4,8 +4,8 @@ TensorBoard keys, saved models and --eval-only.
 Every script of cleanfive/ has a row in SCRIPTS (test_every_script_has_a_row fails until a new script adds one) and
 must pass every case. All runs have tiny budgets, in subprocesses; the runs that need no process of their own share
 one interpreter per script (tests/driver.py: a process start costs 4-6 s of imports). They are independent, so the
-`runs` fixture starts the work of every selected test of this module at once, three jobs at a time, and each test
-waits for its own.
+`runs` fixture starts the work of every selected test of this module at once, two scripts at a time (beside the
+other pytest worker: two cores), and each test waits for its own.
 """
 
 import importlib.util
@@ -343,11 +343,42 @@ def bad_input(name, case, tmp):
 DRIVER_ENV = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}  # never the network, nor a display
 
 
-def driven_job(name, kinds, tmp):
-    """The runs of one script that need no process of their own, in one interpreter (tests/driver.py): its bad-input
-    cases ("errors"), the numerical fault ("fault"), and ("track") --eval-only on the model that a tracked run (a
-    process of its own: wandb) saved. Returns {kind: what that kind's tests check}."""
+def script_job(name, kinds, tmp):
+    """Every run of one script that needs no process of its own, in ONE interpreter (tests/driver.py): the resumes
+    of a run SIGKILLed once a checkpoint at update >= 2 exists ("resume": resumed, and beside it an uninterrupted run
+    or a second resume of the same checkpoint), its bad-input cases ("errors"), the numerical fault ("fault"), and
+    ("track") --eval-only on the model that a tracked run (a process of its own: wandb) saved. The killed run and the
+    tracked run are processes of their own. Returns {kind: what that kind's tests check}."""
     s, cases, out = SCRIPTS[name], {}, {}
+    if "resume" in kinds:  # first in the interpreter: the runs that must end bit for bit alike
+        resume_flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model", "--quiet"]
+        killed, other = tmp / "killed", tmp / "other"
+        killed.mkdir()
+        other.mkdir()
+        with open(tmp / "killed.log", "w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, str(script_path(name)), *resume_flags],
+                cwd=killed,
+                stdout=log,
+                stderr=log,
+                env={**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"},
+            )
+            while not any(load(p)["iteration"] >= 2 for p in killed.glob("runs/*/checkpoint.pt")):
+                if proc.poll() is not None:
+                    raise AssertionError(
+                        f"the run ended before a checkpoint at update >= 2: {(tmp / 'killed.log').read_text()}"
+                    )
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        (path,) = killed.glob("runs/*/checkpoint.pt")
+        checkpoint = load(path)  # what the killed run left: a whole file (atomic writes), maybe a later update
+        shutil.copy(path, other / "checkpoint.pt")
+        # the run to compare with: uninterrupted (bit-identical), or the same checkpoint resumed elsewhere
+        cases["resumed"] = (killed, ["--resume", str(path.relative_to(killed))])
+        second = {"bit-identical": resume_flags, "deterministic": ["--resume", "checkpoint.pt"]}.get(s.resume_check)
+        cases |= {"second": (other, second)} if second else {}
+        out["resume"] = {"checkpoint": checkpoint, "path": path, "dirs": (killed, other)}
     if "track" in kinds:
         tracked = tmp / "tracked"
         tracked.mkdir()
@@ -366,6 +397,8 @@ def driven_job(name, kinds, tmp):
     if "fault" in kinds:
         cases["fault"] = (tmp / "fault", [*s.tiny, *s.nan, "--save-every", "1", "--quiet"])
     results = drive(script_path(name), cases, env=DRIVER_ENV, timeout=600)
+    if "resume" in kinds:
+        out["resume"] |= {"resumed": results["resumed"][0], "second": "second" in results and results["second"][0]}
     if "errors" in kinds:
         out["errors"] = {case: (results[case][0], flags[case][2]) for case in errors}
     if "fault" in kinds:
@@ -381,45 +414,8 @@ def extra_job(name, kinds, tmp):
     return {"extra": {"missing extra": (run(name, flags, tmp, **env), says)}}
 
 
-def resume_job(name, kinds, tmp):
-    """SIGKILL a run once a checkpoint at update >= 2 exists, resume it (twice, or beside an uninterrupted run; both
-    in one interpreter)."""
-    s = SCRIPTS[name]
-    flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model", "--quiet"]
-    killed, other = tmp / "killed", tmp / "other"
-    killed.mkdir()
-    other.mkdir()
-    with open(tmp / "killed.log", "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(script_path(name)), *flags],
-            cwd=killed,
-            stdout=log,
-            stderr=log,
-            env={**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"},
-        )
-        while not any(load(p)["iteration"] >= 2 for p in killed.glob("runs/*/checkpoint.pt")):
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"the run ended before a checkpoint at update >= 2: {(tmp / 'killed.log').read_text()}"
-                )
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    (path,) = killed.glob("runs/*/checkpoint.pt")
-    checkpoint = load(path)  # what the killed run left: a whole file (atomic writes), maybe a later update
-    shutil.copy(path, other / "checkpoint.pt")
-    # the run to compare with: uninterrupted (bit-identical), or the same checkpoint resumed elsewhere (deterministic)
-    cases = {"resumed": (killed, ["--resume", str(path.relative_to(killed))])}
-    second = {"bit-identical": flags, "deterministic": ["--resume", "checkpoint.pt"]}.get(s.resume_check)
-    cases |= {"second": (other, second)} if second else {}
-    results = drive(script_path(name), cases, env=DRIVER_ENV, timeout=600)
-    second = second and results["second"][0]
-    out = {"checkpoint": checkpoint, "path": path, "resumed": results["resumed"][0], "second": second}
-    return {"resume": out | {"dirs": (killed, other)}}
-
-
 # each kind of test, the job that does its work (the kinds of one job and script share one run of it)
-JOB_OF = {"errors": driven_job, "fault": driven_job, "track": driven_job, "extra": extra_job, "resume": resume_job}
+JOB_OF = {"errors": script_job, "fault": script_job, "track": script_job, "resume": script_job, "extra": extra_job}
 
 
 def v0_job(cwd):
@@ -432,7 +428,7 @@ def v0_job(cwd):
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """Submit the jobs of every selected (not skipped) test of this module, three at a time; runs(key) waits for the
+    """Submit the jobs of every selected (not skipped) test of this module, two at a time; runs(key) waits for the
     work of test kind key[0] on script key[1]. five_surgery's jobs wait for V0_MODEL, the pool's first job (the other
     scripts' jobs start meanwhile)."""
     kinds = {}  # (job, script) -> the kinds of test it serves
@@ -440,7 +436,7 @@ def runs(request, tmp_path_factory):
         key = getattr(item, "callspec", None) and item.callspec.params.get("key")
         if item.module is sys.modules[__name__] and key and not item.get_closest_marker("skip"):
             kinds.setdefault((JOB_OF[key[0]], key[1]), set()).add(key[0])
-    pool = ThreadPoolExecutor(3)
+    pool = ThreadPoolExecutor(2)
     surgery = any(name == "five_surgery" for _, name in kinds)
     v0 = surgery and pool.submit(v0_job, tmp_path_factory.mktemp("v0_model"))
 
@@ -461,7 +457,7 @@ def runs(request, tmp_path_factory):
 # the scripts whose tracked run and --eval-only of its model run under -m slow only (45-60 s of the default run's
 # 5-minute budget): their own test files play a saved model with --eval-only (five_surgery.py with --capture-video),
 # their TensorBoard keys are checked there too, and --track is the same few wandb.init lines in every script
-SLOW_TRACK = ("ppo_gridnet_masked", "ppo_action_guidance", "five_surgery")
+SLOW_TRACK = ("ppo_gridnet_masked", "ppo_action_guidance", "five_surgery", "cleanba_impala")
 
 
 def keys(kind):
