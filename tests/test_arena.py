@@ -24,28 +24,16 @@ import numpy as np
 import pytest
 import torch
 from payloads import RunsCode
+from saved_models import save_selfplay_model as save_model
 
 from cleanfive import arena
 from cleanfive.arena import MAX_BODY, Args, Session, describe_world, league, load_model, serve
 from cleanfive.envs import moba
 from cleanfive.envs.board import has_won
 from cleanfive.envs.teams import make_team_env
-from cleanfive.ppo_lstm_selfplay import Agent
-from cleanfive.ppo_lstm_selfplay import Args as TrainArgs
 
 ROOT = Path(__file__).resolve().parents[1]
 ARENA = [sys.executable, str(ROOT / "cleanfive" / "arena.py")]
-
-
-def save_model(path: Path, env_id: str, num_heroes: int | None = None, seed: int = 0, hidden: int = 16) -> str:
-    """An untrained agent saved as ppo_lstm_selfplay.py --save-model saves one."""
-    env = make_team_env(env_id, 1, 0, num_heroes)
-    torch.manual_seed(seed)
-    agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, hidden)
-    args = vars(TrainArgs(env_id=env_id, num_heroes=env.num_heroes, hidden_size=hidden, seed=seed))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"script": "ppo_lstm_selfplay.py", "args": args, "model": agent.state_dict()}, path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from driver import drive
+from saved_models import save_selfplay_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,13 +229,10 @@ def run(cwd, script, *flags):
 
 @pytest.fixture(scope="module")
 def v0_model(tmp_path_factory):
-    """A model trained two updates on Moba5v5-v0 (3 heroes a side), with two past versions as a checkpoint holds."""
+    """A Moba5v5-v0 model of ppo_lstm_selfplay.py (3 heroes a side, untrained: tests/saved_models.py), with two past
+    versions as a checkpoint holds."""
     cwd = tmp_path_factory.mktemp("v0")
-    parent = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
-    flags = [*TINY, "--env-id", "Moba5v5-v0", "--num-heroes", "3", "--hidden-size", "32", "--total-timesteps", "128"]
-    result = run(cwd, parent, *flags, "--save-model")
-    assert result.returncode == 0, result.stderr
-    (path,) = cwd.glob("runs/*/ppo_lstm_selfplay.cleanfive_model")
+    path = save_selfplay_model(cwd / "ppo_lstm_selfplay.cleanfive_model", "Moba5v5-v0", 3, seed=1, hidden=32)
     saved = torch.load(path, weights_only=True)
     # the pool of a checkpoint: two past versions (perturbed copies) with their quality scores
     model = saved["model"]

@@ -25,6 +25,7 @@ import pytest
 import torch
 from driver import drive
 from payloads import RunsCode
+from saved_models import save_selfplay_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -418,36 +419,21 @@ def extra_job(name, kinds, tmp):
 JOB_OF = {"errors": script_job, "fault": script_job, "track": script_job, "resume": script_job, "extra": extra_job}
 
 
-def v0_job(cwd):
-    """The tiny Moba5v5-v0 model of ppo_lstm_selfplay.py that five_surgery.py's row operates, as V0_MODEL."""
-    flags = [*SCRIPTS["ppo_lstm_selfplay"].tiny, "--total-timesteps", "256", "--save-model", "--quiet"]
-    result = run("ppo_lstm_selfplay", flags, cwd)
-    assert result.returncode == 0, result.stderr[-3000:]
-    shutil.copy(next(cwd.glob("runs/*/ppo_lstm_selfplay.cleanfive_model")), V0_MODEL)
-
-
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
     """Submit the jobs of every selected (not skipped) test of this module, two at a time; runs(key) waits for the
-    work of test kind key[0] on script key[1]. five_surgery's jobs wait for V0_MODEL, the pool's first job (the other
-    scripts' jobs start meanwhile)."""
+    work of test kind key[0] on script key[1]. five_surgery's row operates V0_MODEL, an untrained tiny Moba5v5-v0
+    model of ppo_lstm_selfplay.py made here first (tests/saved_models.py)."""
     kinds = {}  # (job, script) -> the kinds of test it serves
     for item in request.session.items:
         key = getattr(item, "callspec", None) and item.callspec.params.get("key")
         if item.module is sys.modules[__name__] and key and not item.get_closest_marker("skip"):
             kinds.setdefault((JOB_OF[key[0]], key[1]), set()).add(key[0])
-    pool = ThreadPoolExecutor(2)
-    surgery = any(name == "five_surgery" for _, name in kinds)
-    v0 = surgery and pool.submit(v0_job, tmp_path_factory.mktemp("v0_model"))
-
-    def job(work, name, tmp):
-        if name == "five_surgery":
-            v0.result()
-        return work(name, kinds[work, name], tmp)
-
-    futures = {}
+    if any(name == "five_surgery" for _, name in kinds):
+        save_selfplay_model(V0_MODEL, "Moba5v5-v0", 3, hidden=32)
+    pool, futures = ThreadPoolExecutor(2), {}
     for work, name in kinds:
-        future = pool.submit(job, work, name, tmp_path_factory.mktemp(f"{work.__name__}_{name}"))
+        future = pool.submit(work, name, kinds[work, name], tmp_path_factory.mktemp(f"{work.__name__}_{name}"))
         futures |= {(kind, name): future for kind in kinds[work, name]}
     yield lambda key: futures[key].result()[key[0]]
     pool.shutdown(cancel_futures=True)
