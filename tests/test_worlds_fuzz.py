@@ -17,14 +17,16 @@ import pytest
 
 from cleanfive.envs.atari import EpisodeStatistics, make_atari
 from cleanfive.envs.board import BOARD_ENV_IDS
+from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
 from cleanfive.envs.moba import MAX_STEPS, NOOP
 from cleanfive.envs.teams import make_team_env
 
+FOOTBALL_CAP = 100  # VMAS football games capped at 100 steps here (500 in training): the same code, less physics
 # world -> (heroes per side, envs, steps, cap on a game's length, what an illegal action does)
 TEAM_WORLDS = {
     "Moba5v5-v0": (5, 8, 1000, MAX_STEPS, "no-op"),
     "Moba5v5-v1": (3, 8, 1000, MAX_STEPS, "no-op"),
-    "VmasFootball-v0": (2, 2, 650, 500, None),  # every action of the space is legal
+    "VmasFootball-v0": (2, 2, 250, FOOTBALL_CAP, None),  # every action of the space is legal
     "ConnectFour-v1": (None, 8, 1500, 42, "raises"),  # 6 x 7 stones
     "TicTacToe-v1": (None, 8, 1500, 9, "raises"),
 }
@@ -83,7 +85,10 @@ def test_a_bot_moves_in_its_own_games_only(env_id):
 @pytest.mark.parametrize("env_id", list(TEAM_WORLDS))
 def test_team_world_survives_random_and_illegal_actions_and_resets(env_id):
     heroes, E, steps, cap, illegal = TEAM_WORLDS[env_id]
-    env = make_team_env(env_id, E, seed=7, num_heroes=heroes)
+    if env_id in FOOTBALL_ENV_IDS:
+        env = FootballTeamEnv(E, seed=7, num_heroes=heroes, max_steps=cap)
+    else:
+        env = make_team_env(env_id, E, seed=7, num_heroes=heroes)
     rng = np.random.default_rng(7)
     resets = set(rng.integers(1, steps - cap - 1, size=2))  # early enough to leave room for whole games
     obs, info = env.reset()
