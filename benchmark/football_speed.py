@@ -27,9 +27,9 @@ PARSER.add_argument("--threads", type=int, default=None, help="torch CPU threads
 PARSER.add_argument("--seed", type=int, default=1)
 
 
-def measure(device: str, num_envs: int, num_heroes: int, opponent: str, seconds: float, seed: int) -> tuple:
-    """Step ``num_envs`` games for ``seconds``: side 0 random, side 1 ``opponent`` (a bot name). Returns (game steps
-    per second, goals per game step over all games)."""
+def measure(device: str, num_envs: int, num_heroes: int, opponent: str, seconds: float, seed: int) -> float:
+    """Step ``num_envs`` games for ``seconds``: side 0 random, side 1 ``opponent`` (a bot name). Returns game steps
+    per second."""
     env = FootballTeamEnv(num_envs, seed, num_heroes, device=device)
     rng, side = np.random.default_rng(seed), np.ones(num_envs, dtype=np.int64)
     obs, info = env.reset()
@@ -41,12 +41,11 @@ def measure(device: str, num_envs: int, num_heroes: int, opponent: str, seconds:
 
     for _ in range(3):  # warm-up: kernels, caches
         obs, _, _, info = step()
-    steps, goals, start = 0, 0, time.perf_counter()
+    steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         obs, _, _, info = step()
-        steps, goals = steps + 1, goals + int((info["outcome"][:, 0] != 0).sum())
-    elapsed = time.perf_counter() - start
-    return num_envs * steps / elapsed, goals / (num_envs * steps)
+        steps += 1
+    return num_envs * steps / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -58,10 +57,10 @@ def main() -> None:
     for device in devices:
         for num_envs in args.batch_sizes:
             for opponent in ("random", "vmas_ai"):
-                sps, goals = measure(device, num_envs, args.num_heroes, opponent, args.seconds, args.seed)
-                rows.append((device, num_envs, opponent, sps, goals))
+                sps = measure(device, num_envs, args.num_heroes, opponent, args.seconds, args.seed)
+                rows.append((device, num_envs, opponent, sps))
                 print(f"{device} E={num_envs} vs {opponent}: {sps:,.0f} game steps/s", flush=True)
-    speed = {(d, e, o): s for d, e, o, s, _ in rows}
+    speed = {(d, e, o): s for d, e, o, s in rows}
     threads = f"{torch.get_num_threads()} torch CPU threads"
     note = f" ({args.num_heroes} v {args.num_heroes}, {args.seconds:g} s a row, {threads}; side 0 random actions)."
     lines = [
@@ -69,7 +68,7 @@ def main() -> None:
         "| device | games E | side 1 | game steps/s | player-steps/s | vs the CPU at the same E |",
         "|---|---|---|---|---|---|",
     ]
-    for device, num_envs, opponent, sps, _ in rows:
+    for device, num_envs, opponent, sps in rows:
         cpu = speed.get(("cpu", num_envs, opponent))
         ratio = f"{sps / cpu:.2f}" if cpu and device != "cpu" else ""
         players = sps * 2 * args.num_heroes
