@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
-from cleanfive.envs.teams import TEAM_ENV_IDS, make_team_env, rate_bots, world_defaults
+from cleanfive.envs.teams import TEAM_ENV_IDS, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
 
 
@@ -85,7 +85,8 @@ class Args:
     # world's, printed on the first line)
     bot_fraction: float | None = None
     bot_fraction_end: float | None = None
-    bot_opponents: tuple[str, ...] | None = None  # their bots, among the references (default: the world's; (): all)
+    # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
+    bot_opponents: tuple[str, ...] | None = None
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
@@ -491,14 +492,14 @@ def zero_state(agent, batch_size, device):
 
 class Matchmaking:
     """Self-play's opponents (Appendix N), per game: `kind` (LATEST, PAST or BOT), `index` (PAST: the version's index
-    in the pool; BOT: the reference's in `references`) and `learner_side` (the other side is the opponent's)."""
+    in the pool; BOT: the bot's in `bots`) and `learner_side` (the other side is the opponent's)."""
 
     def __init__(self, num_games, num_sides, num_heroes, references, args):
         self.kind = np.full(num_games, LATEST)
         self.index = np.zeros(num_games, dtype=np.int64)
         self.learner_side = np.zeros(num_games, dtype=np.int64)
-        self.num_sides, self.num_heroes, self.references = num_sides, num_heroes, references
-        self.bot_choices = [references.index(name) for name in args.bot_opponents or references]  # the bot games' bots
+        self.num_sides, self.num_heroes = num_sides, num_heroes
+        self.bots = args.bot_opponents or references  # the bot games' bots
         self.past_fraction = args.past_fraction
         self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
 
@@ -526,9 +527,9 @@ class Matchmaking:
                 x[mine], (state[0][:, mine], state[1][:, mine]), done[mine], team_acts[mine], mask[mine]
             )
             parts.append((mine, action, h, c))
-        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last reference first: the order of their draws
+        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last bot first: their draws' order
             games = (self.kind == BOT) & (self.index == b)
-            bot = envs.bot_actions(self.references[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
+            bot = envs.bot_actions(self.bots[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
             mine = torch.as_tensor(self.opponent_rows(np.flatnonzero(games)), device=x.device)
             none = state[0].new_zeros(1, len(mine), state[0].shape[2])
             parts.append((mine, torch.as_tensor(bot.reshape(-1), device=x.device), none, none))
@@ -552,7 +553,7 @@ class Matchmaking:
         if self.bot_curriculum:
             other = games[~vs_past]
             vs_bot = other[rng.random(other.size) < bot_share]
-            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(self.bot_choices, size=vs_bot.size)
+            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(len(self.bots), size=vs_bot.size)
             self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
 
     def state_dict(self):
@@ -769,8 +770,8 @@ def check_args(args: Args, envs, references) -> None:
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
-    outside = [name for name in args.bot_opponents if name not in references]
-    check(not outside, f"bot opponents {outside} not in --references {' '.join(references)}: pass --bot-opponents")
+    unknown = [name for name in args.bot_opponents if not plays(envs, name)]
+    check(not unknown, f"unknown --bot-opponents {unknown}; {args.env_id} bots: {' '.join(envs.bot_names)}")
     for item in args.score_weights:
         component, _, value = item.partition("=")
         known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"

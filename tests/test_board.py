@@ -12,6 +12,7 @@ from cleanfive.envs import teams
 from cleanfive.envs.board import (
     BOARD_ENV_IDS,
     BOT_NAMES,
+    HELD_OUT_NAMES,
     BoardTeamEnv,
     bot_actions,
     has_won,
@@ -20,7 +21,7 @@ from cleanfive.envs.board import (
     play_all,
     winning_moves,
 )
-from cleanfive.envs.teams import make_team_env, play_bots, rate_bots
+from cleanfive.envs.teams import make_team_env, play_bots, plays, rate_bots
 from cleanfive.trueskill_league import fit_reference_ratings
 
 SHAPES = {"ConnectFour-v1": (6, 7), "TicTacToe-v1": (3, 3)}
@@ -451,6 +452,19 @@ def test_play_bots_grading_tic_tac_toe_and_symmetry():
     assert play_bots("TicTacToe-v1", "greedy", "lookahead", 400, 0).mean() < 0.45
     # identical bots: about even, and bot_a plays both sides
     assert 0.4 < play_bots("ConnectFour-v1", "random", "random", 400, 1).mean() < 0.6
+
+
+def test_plays_knows_the_ladder_and_its_perturbations_on_boards_only():
+    """teams.plays (what --bot-opponents accepts): a world's ladder bots; on the board games also their perturbations
+    and centre<D>, which play_bots then plays (greedy+opening42 moves at random while the board holds fewer than 42
+    stones, that is always: random plays it even)."""
+    board, moba = make_team_env("ConnectFour-v1", 1, 0), make_team_env("Moba5v5-v0", 1, 0, 1)
+    known = (*board.bot_names, *HELD_OUT_NAMES, "search2+random30+opening6", "centre1")
+    assert all(plays(board, name) for name in known)
+    unknown = ("search5", "greedy+random", "random+opening4+random15", "vmas_ai", "push")
+    assert not any(plays(board, name) for name in unknown)
+    assert all(plays(moba, name) for name in moba.bot_names) and not plays(moba, "push+random15")
+    assert 0.4 < play_bots("ConnectFour-v1", "random", "greedy+opening42", 400, 1).mean() < 0.6
 
 
 def test_rate_bots_fits_the_games_among_the_references_and_keeps_them(tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ USER_ERRORS = [
     (["--references", "random"], "at least two"),
     (["--policy-lag", "-1"], "--policy-lag"),
     (["--bot-fraction", "1.5"], "--bot-fraction"),
-    (["--references", "random", "greedy", "--bot-opponents", "lookahead"], "bot opponents ['lookahead']"),
+    (["--bot-opponents", "greedy", "search9"], "unknown --bot-opponents ['search9']"),
     (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
     (["--score-weights", "win=much"], "name=number"),
     (["--score-weights", "win=inf"], "name=number"),
@@ -70,7 +70,8 @@ WEIGHT_RUNS = {"default": [], "same": ["--score-weights", "win=1"], "half": ["--
 BOTS = [*TINY, "--total-timesteps", "3072", "--past-fraction", "0", "--eval-every", "100"]
 BOTS += ["--references", "greedy", "lookahead", *FEW]
 BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
-BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--references", "random", "greedy", "--bot-opponents", "random"]}
+# a perturbed bot, not a reference: greedy with a random opening of 42 stones (+opening42), so every move at random
+BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--bot-opponents", "greedy+opening42"]}
 BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
@@ -194,7 +195,8 @@ def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     """--bot-fraction 1 --past-fraction 0: every game after the first ones faces a reference bot, logged under
     league/winrate_vs_bots. Against greedy and lookahead (which take a winning move and block one) an untrained
     learner wins few games; had the learner driven both sides, it would win about half (it plays either side).
-    With --bot-opponents random, its bot games are against random alone, of which it wins about half."""
+    With --bot-opponents greedy+opening42 (greedy perturbed: random moves while the board holds fewer than 42
+    stones, so every move), its bot games are against random play, of which it wins about half."""
 
     tactical, random_only = bot_game_rates(driven, "tactical"), bot_game_rates(driven, "random only")
     assert len(tactical) >= 8 and np.mean([e.value for e in tactical]) < 0.25, [e.value for e in tactical]
@@ -572,7 +574,7 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         shares[pool_size] = {kind: (matchmaking.kind == kind).mean() for kind in (script.PAST, script.BOT)}
     assert shares[0][script.PAST] == 0 and abs(shares[0][script.BOT] - 0.5) < 0.02, shares
     assert abs(shares[1][script.PAST] - 0.2) < 0.02 and abs(shares[1][script.BOT] - 0.4) < 0.02, shares
-    assert set(matchmaking.index[matchmaking.kind == script.BOT]) == {1}  # --bot-opponents greedy: reference 1
+    assert set(matchmaking.index[matchmaking.kind == script.BOT]) == {0} and matchmaking.bots == ("greedy",)
     against = matchmaking.kind != script.LATEST
     assert abs(matchmaking.learner_side[against].mean() - 0.5) < 0.02
     learner = matchmaking.learner_rows().reshape(E, S * N)

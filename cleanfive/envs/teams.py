@@ -11,7 +11,7 @@ Every world returned by :func:`make_team_env` has the same interface (the traini
   bool (E,) and ``outcome`` (E, 2) (+1 win, 0 draw, -1 loss) of games that ended on this step, ``game_length`` (E,),
   ``time`` (E,) (game seconds when this step's scores were earned, for the time decay);
 * ``bot_actions(name, obs, info, side int (E,), rng, games=None) -> int (E, N)``: a scripted bot playing side
-  ``side[e]`` in the games ``games`` (bool (E,); None: every game), 0 in the others.
+  ``side[e]`` in the games ``games`` (bool (E,); None: every game), 0 in the others (``name``: see :func:`plays`).
 
 How each world resets a finished game (same-step or next-step autoreset) is documented in its module; ``done``
 hides the difference from a training loop.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanfive.envs.board import BOARD_ENV_IDS, BoardTeamEnv
+from cleanfive.envs.board import _BOT_NAME, BOARD_ENV_IDS, BoardTeamEnv
 from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
 from cleanfive.envs.moba import MOBA_ENV_IDS, make_moba
 from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings, rating_from_dict
@@ -78,6 +78,12 @@ def make_team_env(env_id: str, num_envs: int, seed: int, num_heroes: int | None 
     return BoardTeamEnv(env_id, num_envs, seed)
 
 
+def plays(env, name: str) -> bool:
+    """Whether the world ``env`` has a bot ``name``: one of its ``bot_names`` (the rated ladder) or, on the board
+    games, one perturbed or with another leaf evaluation (``search2+random15``, ``centre2``: board.bot_actions)."""
+    return name in env.bot_names or (isinstance(env, BoardTeamEnv) and _BOT_NAME.fullmatch(name) is not None)
+
+
 def play_bots(
     env_id: str, bot_a: str, bot_b: str, num_games: int, seed: int, num_heroes: int | None = None
 ) -> np.ndarray:
@@ -87,7 +93,7 @@ def play_bots(
     """
     env = make_team_env(env_id, num_games, seed, num_heroes)
     for name in (bot_a, bot_b):
-        if name not in env.bot_names:
+        if not plays(env, name):
             raise ValueError(f"unknown bot {name!r} for {env_id}; expected one of {env.bot_names}")
     rng = np.random.default_rng(seed)
     side_a = np.arange(num_games) % 2
