@@ -6,6 +6,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -81,6 +82,7 @@ class Args:
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
+    pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the reference bots, annealed linearly from bot_fraction to
     # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
     # world's, printed on the first line)
@@ -705,7 +707,7 @@ if __name__ == "__main__":
     rng = np.random.default_rng(args.seed + rank)
 
     # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
-    pool = OpponentPool(eta=args.quality_lr)
+    pool = OpponentPool(eta=args.quality_lr, sampling=args.pool_sampling)
     past_agents: list[Agent] = []
     matchmaking = Matchmaking(E, S, N, references, args)
 
@@ -770,7 +772,7 @@ if __name__ == "__main__":
         bot_share = args.bot_fraction_end + frac * (args.bot_fraction - args.bot_fraction_end)
         tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
-        beaten = []  # the past versions the learner beat in this rollout, for the quality updates
+        past_games = []  # (past version, learner's score) of the games against past versions in this rollout
         if args.policy_lag:
             lagged_agent.load_state_dict(versions[0])
 
@@ -828,15 +830,16 @@ if __name__ == "__main__":
                 finished["length"].append(info["game_length"][over])
                 finished["scores"].append(game_scores[over, side])
                 game_scores[over] = 0.0
-                beaten += matchmaking.index[over][(matchmaking.kind[over] == PAST) & (outcome > 0)].tolist()
+                past = matchmaking.kind[over] == PAST  # the learner's score: 1 win, 0.5 draw, 0 loss
+                past_games += zip(matchmaking.index[over][past], (outcome[past] + 1) / 2, strict=True)
                 matchmaking.new_games(over, pool, bot_share, rng)
 
-        if world_size > 1:  # every process applies the quality updates of every process, in rank order
+        if world_size > 1:  # every process applies the pool updates of every process, in rank order
             gathered = [None] * world_size
-            dist.all_gather_object(gathered, beaten)
-            beaten = [k for part in gathered for k in part]
-        for k in beaten:
-            pool.record_win(k)  # quality update: q_i -= eta / (N p_i) when the learner beat past version i
+            dist.all_gather_object(gathered, past_games)
+            past_games = [game for part in gathered for game in part]
+        for k, score in past_games:
+            pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
 
         if finished["kind"]:
             finished = {key: np.concatenate(value) for key, value in finished.items()}
@@ -993,7 +996,8 @@ if __name__ == "__main__":
             pool.add(f"v{iteration}")
             probs = pool.probabilities()
             writer.add_scalar("league/pool_size", len(pool.keys), global_step)
-            writer.add_scalar("league/opponent_entropy", float(-(probs * np.log(probs)).sum()), global_step)
+            logs = np.log(probs, out=np.zeros_like(probs), where=probs > 0)  # 0 log 0 = 0 (PFSP can give p_i = 0)
+            writer.add_scalar("league/opponent_entropy", float(-(probs * logs).sum()), global_step)
             writer.add_histogram("league/opponent_probabilities", probs, global_step)
 
         # TrueSkill evaluation against the fixed references

@@ -1,7 +1,9 @@
 """TrueSkill league of OpenAI Five (Berner et al. 2019): rated reference pool, rating evaluation (Appendix J: TrueSkill
 with sigma = 25/3, beta = sigma / 2, tau = 0, draw probability 0.02; fixed references shifted so that random play has
 mu = 0; the evaluated agent plays only references within 10 points and only its own rating moves) and past-opponent
-sampling (Appendix N: qualities q, p_i proportional to exp(q_i), q_i -= eta / (N p_i) when the current agent wins)."""
+sampling (Appendix N: qualities q, p_i proportional to exp(q_i), q_i -= eta / (N p_i) when the current agent wins; or
+AlphaStar's prioritized fictitious self-play, Vinyals et al. 2019: p_i proportional to (1 - x_i)^2, x_i the current
+agent's recent win rate against member i)."""
 
 import json
 import os
@@ -13,6 +15,7 @@ import trueskill
 MU0, SIGMA0 = 25.0, 25 / 3  # internal prior; only differences matter, reported ratings are shifted (anchor at 0)
 BETA, TAU, DRAW_PROBABILITY = SIGMA0 / 2, 0.0, 0.02
 ETA, WINDOW = 0.01, 10.0  # Appendix N's quality step; Appendix J: the references played are within WINDOW of mu
+PFSP_DECAY = 0.99  # PFSP's win rates: each member's game counts decay by this factor per game against it (AlphaStar)
 
 # the TrueSkill environment of Appendix J, its own instance: the global one (trueskill.rate, ...) is left alone
 TRUESKILL = trueskill.TrueSkill(mu=MU0, sigma=SIGMA0, beta=BETA, tau=TAU, draw_probability=DRAW_PROBABILITY)
@@ -114,22 +117,37 @@ class ReferenceEvaluator:
 
 
 class OpponentPool:
-    """Past-opponent pool of Appendix N: softmax sampling over qualities, a member's quality drops when beaten."""
+    """Past-opponent pool of Appendix N: softmax sampling over qualities, a member's quality drops when beaten; or,
+    with ``sampling="pfsp"``, AlphaStar's prioritized fictitious self-play over the members' recent win rates."""
 
-    def __init__(self, eta: float = ETA):
-        self.eta, self.keys, self.qualities = float(eta), [], np.zeros(0, dtype=np.float64)  # members' keys, q
+    def __init__(self, eta: float = ETA, sampling: str = "quality"):
+        if sampling not in ("quality", "pfsp"):
+            raise ValueError(f"sampling must be 'quality' or 'pfsp', got {sampling!r}")
+        self.eta, self.sampling, self.keys, self.qualities = float(eta), sampling, [], np.zeros(0, dtype=np.float64)
+        # PFSP: the current agent's score against each member (win 1, draw 0.5) and its games, both decayed per game
+        self.scores, self.games = np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
 
     def add(self, key: str) -> None:
         """Add a snapshot with quality max(existing qualities) (0 for the first); keys must be unique."""
         if key in self.keys:
             raise ValueError(f"key {key!r} is already in the pool")
         self.qualities = np.append(self.qualities, float(self.qualities.max()) if self.keys else 0.0)
+        self.scores, self.games = np.append(self.scores, 0.0), np.append(self.games, 0.0)
         self.keys.append(key)
 
+    def win_rates(self) -> np.ndarray:
+        """x_i: the current agent's decayed mean score against each member, 0.5 before its first game."""
+        return np.divide(self.scores, self.games, out=np.full(len(self.keys), 0.5), where=self.games > 0)
+
     def probabilities(self) -> np.ndarray:
-        """p_i = exp(q_i) / sum_j exp(q_j), shape (N,), computed stably (max subtracted)."""
+        """p_i = exp(q_i) / sum_j exp(q_j), computed stably (max subtracted); PFSP: p_i = f(x_i) / sum_j f(x_j) with
+        f(x) = (1 - x)^2 (AlphaStar's "squared" weighting: the members the agent beats least), uniform if every f is 0.
+        Shape (N,)."""
         if not self.keys:
             return np.zeros(0, dtype=np.float64)
+        if self.sampling == "pfsp":
+            f = (1.0 - self.win_rates()) ** 2
+            return f / f.sum() if f.sum() > 0 else np.full(len(f), 1.0 / len(f))
         e = np.exp(self.qualities - self.qualities.max())
         return e / e.sum()
 
@@ -141,10 +159,23 @@ class OpponentPool:
         """The current policy beat member ``index``: q_i -= eta / (N p_i), with p taken before the update."""
         self.qualities[index] -= self.eta / (len(self.keys) * self.probabilities()[index])
 
+    def record_game(self, index: int, score: float) -> None:
+        """A game of the current policy against member ``index`` that it scored ``score`` (1 win, 0.5 draw, 0 loss):
+        the quality update on a win (quality sampling), or the decayed win-rate counts (PFSP)."""
+        if self.sampling == "pfsp":
+            self.scores[index] = PFSP_DECAY * self.scores[index] + score
+            self.games[index] = PFSP_DECAY * self.games[index] + 1.0
+        elif score == 1:
+            self.record_win(index)
+
     def state_dict(self) -> dict:
-        """JSON-serialisable state: eta, keys, qualities."""
-        return {"eta": self.eta, "keys": list(self.keys), "qualities": [float(q) for q in self.qualities]}
+        """JSON-serialisable state: eta, sampling, keys, qualities and PFSP's decayed scores and games."""
+        lists = {name: [float(v) for v in getattr(self, name)] for name in ("qualities", "scores", "games")}
+        return {"eta": self.eta, "sampling": self.sampling, "keys": list(self.keys), **lists}
 
     def load_state_dict(self, d: dict) -> None:
-        self.eta, self.keys = float(d["eta"]), [str(k) for k in d["keys"]]
+        self.eta, self.sampling, self.keys = float(d["eta"]), d.get("sampling", "quality"), [str(k) for k in d["keys"]]
         self.qualities = np.asarray(d["qualities"], dtype=np.float64).reshape(-1)
+        zeros = [0.0] * len(self.keys)  # files from before PFSP
+        self.scores = np.asarray(d.get("scores", zeros), dtype=np.float64)
+        self.games = np.asarray(d.get("games", zeros), dtype=np.float64)

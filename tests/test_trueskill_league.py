@@ -256,6 +256,62 @@ def test_pool_state_round_trip():
     np.testing.assert_array_equal(other.qualities, pool.qualities)
 
 
+def test_record_game_is_the_quality_update_on_a_win_only():
+    """Quality sampling: record_game(i, 1) is record_win(i); a draw or a loss changes nothing (Appendix N)."""
+    pool, other = _pool([0.0, 1.0, -0.5]), _pool([0.0, 1.0, -0.5])
+    pool.record_game(1, 1.0)
+    other.record_win(1)
+    np.testing.assert_array_equal(pool.qualities, other.qualities)
+    pool.record_game(0, 0.5)
+    pool.record_game(2, 0.0)
+    np.testing.assert_array_equal(pool.qualities, other.qualities)
+
+
+def test_pfsp_probabilities_follow_decayed_win_rates():
+    """PFSP (AlphaStar's "squared" weighting): p_i = (1 - x_i)^2 / sum_j (1 - x_j)^2, x_i the score against member i
+    with every count decayed by 0.99 per game against i, recomputed here game by game; 0.5 before a member's first
+    game; uniform when the agent beats every member always."""
+    pool = tl.OpponentPool(sampling="pfsp")
+    for key in ("v0", "v1", "v2"):
+        pool.add(key)
+    np.testing.assert_allclose(pool.probabilities(), [1 / 3] * 3)  # no game yet: x = 0.5 each
+    games = [(0, 1.0), (0, 1.0), (1, 0.0), (0, 0.5), (1, 1.0), (0, 1.0)]
+    for index, score in games:
+        pool.record_game(index, score)
+    x = []
+    for member in range(3):
+        scores = [score for index, score in games if index == member]
+        weights = [0.99 ** (len(scores) - 1 - n) for n in range(len(scores))]  # the latest game weighs 1
+        x.append(sum(w * v for w, v in zip(weights, scores, strict=True)) / sum(weights) if scores else 0.5)
+    f = (1 - np.array(x)) ** 2
+    np.testing.assert_allclose(pool.win_rates(), x, rtol=1e-12)
+    np.testing.assert_allclose(pool.probabilities(), f / f.sum(), rtol=1e-12)
+    assert pool.qualities.tolist() == [0.0, 0.0, 0.0]  # PFSP leaves the qualities alone
+    draws = pool.sample(np.random.default_rng(1), 100_000)
+    np.testing.assert_allclose(np.bincount(draws, minlength=3) / draws.size, f / f.sum(), atol=0.005)
+    for index in range(3):
+        pool.record_game(index, 1.0)
+    pool.scores = pool.games.copy()  # the agent won every game against every member
+    np.testing.assert_allclose(pool.probabilities(), [1 / 3] * 3)
+    with pytest.raises(ValueError):
+        tl.OpponentPool(sampling="best")
+
+
+def test_pfsp_pool_state_round_trip_and_older_files():
+    """The PFSP counts and the sampling travel in state_dict; a file from before PFSP loads as quality sampling."""
+    pool = tl.OpponentPool(sampling="pfsp")
+    pool.add("v0")
+    pool.add("v1")
+    pool.record_game(1, 0.5)
+    other = tl.OpponentPool()
+    other.load_state_dict(json.loads(json.dumps(pool.state_dict())))
+    assert other.sampling == "pfsp" and other.games.tolist() == [0.0, 1.0] and other.scores.tolist() == [0.0, 0.5]
+    np.testing.assert_array_equal(other.probabilities(), pool.probabilities())
+    old = {"eta": 0.01, "keys": ["v0"], "qualities": [0.0]}
+    other.load_state_dict(old)
+    assert other.sampling == "quality" and other.games.tolist() == [0.0] and other.probabilities().tolist() == [1.0]
+
+
 def test_free_for_all_four_players():
     """Neural MMO's tournaments rate ranked outcomes of more than two parties."""
     players = [trueskill.Rating(25.0, 25 / 3)] * 4
