@@ -330,14 +330,14 @@ class Agent(nn.Module):
         # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        if active.all():  # one LSTM call per stretch of steps in which no game ends after its first step
+        if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
             hidden = self.embed(x).reshape((-1, batch_size, self.lstm.input_size))
             starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
             lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
             (h, c), outputs = lstm_state, []
             for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
-                h, c = (1.0 - done[start]).view(1, -1, 1) * h, (1.0 - done[start]).view(1, -1, 1) * c  # a game ended
-                out, (h, c) = self.lstm(stretch, (h, c))
+                kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
+                out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
                 outputs.append(out)
             return torch.cat(outputs).flatten(0, 1), (h, c)
         # else one packed LSTM call over the active hero-steps (packed_lstm); other states carry or reset
@@ -373,7 +373,7 @@ def zero_state(agent, batch_size, device):
 
 class Matchmaking:
     """Self-play's opponents (Appendix N), per game: `kind` (LATEST, PAST or BOT), `index` (PAST: the version's index
-    in the pool; BOT: the bot's in `bots`) and `learner_side` (the other side is the opponent's)."""
+    in the pool; BOT: the bot's in `bots`) and `learner_side` (0 in self-play; the other: the opponent's)."""
 
     def __init__(self, num_games, num_sides, num_heroes, references, args):
         self.kind = np.full(num_games, LATEST)
@@ -400,7 +400,7 @@ class Matchmaking:
         there and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has
         none: zeros)."""
         nothing = torch.zeros(0, dtype=torch.long, device=x.device)
-        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # (rows, actions, h, c) each
+        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # rows, actions, h, c; cat needs one
         for k in np.unique(self.index[self.kind == PAST]):
             games = np.flatnonzero((self.kind == PAST) & (self.index == k))
             mine = torch.as_tensor(self.opponent_rows(games), device=x.device)
@@ -408,7 +408,7 @@ class Matchmaking:
                 x[mine], (state[0][:, mine], state[1][:, mine]), done[mine], team_acts[mine], mask[mine]
             )
             parts.append((mine, action, h, c))
-        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last bot first: their draws' order
+        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last first: seeded runs repeat
             games = (self.kind == BOT) & (self.index == b)
             bot = envs.bot_actions(self.bots[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
             mine = torch.as_tensor(self.opponent_rows(np.flatnonzero(games)), device=x.device)
@@ -417,17 +417,13 @@ class Matchmaking:
         rows, actions, h, c = zip(*parts, strict=True)
         return torch.cat(rows), torch.cat(actions), (torch.cat(h, 1), torch.cat(c, 1))
 
-    def learner_sides(self, games):
-        """The learner's side in each of `games` (side 0 in a game of the latest policy against itself)."""
-        return np.where(self.kind[games] != LATEST, self.learner_side[games], 0)
-
     def new_games(self, games, pool, bot_share, rng):
         """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
         while the pool is empty), else the latest policy; of those others, a share `bot_share` against a reference
         bot when the bot curriculum is on. The learner's side is drawn in the games against a past version or a bot."""
         vs_past = (rng.random(games.size) < self.past_fraction) & bool(pool.keys)
         past = games[vs_past]
-        self.kind[games] = LATEST
+        self.kind[games], self.learner_side[games] = LATEST, 0
         if past.size > 0:
             self.kind[past], self.index[past] = PAST, pool.sample(rng, past.size)
             self.learner_side[past] = rng.integers(self.num_sides, size=past.size)
@@ -554,9 +550,8 @@ def check_args(args: Args, envs, references) -> None:
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
-    gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
-    step = f"must exceed a step ({envs.seconds_per_step}s)"
-    check(0 < gamma < 1, f"--horizon-seconds {args.horizon_seconds} {step}")
+    step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
+    check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
     num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
     split = f"--num-minibatches {args.num_minibatches} must divide the {num_sequences} team sequences per"
@@ -823,7 +818,7 @@ if __name__ == "__main__":
 
             over = np.flatnonzero(info["game_over"])  # the games that ended: log them, then draw their next opponents
             if over.size:
-                side = matchmaking.learner_sides(over)
+                side = matchmaking.learner_side[over]
                 outcome = info["outcome"][over, side]
                 finished["kind"].append(matchmaking.kind[over])
                 finished["outcome"].append(outcome)
@@ -996,7 +991,7 @@ if __name__ == "__main__":
             pool.add(f"v{iteration}")
             probs = pool.probabilities()
             writer.add_scalar("league/pool_size", len(pool.keys), global_step)
-            logs = np.log(probs, out=np.zeros_like(probs), where=probs > 0)  # 0 log 0 = 0 (PFSP can give p_i = 0)
+            logs = np.log(probs, out=np.zeros_like(probs), where=probs > 0)  # 0 log 0 = 0 (PFSP: p_i = 0)
             writer.add_scalar("league/opponent_entropy", float(-(probs * logs).sum()), global_step)
             writer.add_histogram("league/opponent_probabilities", probs, global_step)
 
