@@ -83,7 +83,7 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
-    # fraction of the other games played against the reference bots, annealed linearly from bot_fraction to
+    # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
     # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
     # world's, printed on the first line)
     bot_fraction: float | None = None
@@ -419,8 +419,8 @@ class Matchmaking:
 
     def new_games(self, games, pool, bot_share, rng):
         """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
-        while the pool is empty), else the latest policy; of those others, a share `bot_share` against a reference
-        bot when the bot curriculum is on. The learner's side is drawn in the games against a past version or a bot."""
+        while the pool is empty), else the latest policy; of those others, a share `bot_share` against a bot
+        when the bot curriculum is on. The learner's side is drawn in the games against a past version or a bot."""
         vs_past = (rng.random(games.size) < self.past_fraction) & bool(pool.keys)
         past = games[vs_past]
         self.kind[games], self.learner_side[games] = LATEST, 0
@@ -701,7 +701,7 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed + rank)
     rng = np.random.default_rng(args.seed + rank)
 
-    # the past-opponent pool (Appendix N): the script keeps the weights, the pool keeps the quality scores
+    # the past-opponent pool (Appendix N): weights here, qualities (or PFSP's counts) in the pool
     pool = OpponentPool(eta=args.quality_lr, sampling=args.pool_sampling)
     past_agents: list[Agent] = []
     matchmaking = Matchmaking(E, S, N, references, args)
