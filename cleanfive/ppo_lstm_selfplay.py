@@ -109,6 +109,7 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
+ROBUST_WIN_RATE = 0.5  # a robust rung: every untrained reference up to it beaten in this share of games
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
@@ -535,6 +536,33 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     return results
 
 
+def trained_bots(run_args: dict, references) -> tuple[str, ...]:
+    """The bots a run of `run_args` (a saved model's "args") trained against: none without the bot curriculum; its
+    bot opponents, or its references (default: `references`) where it named none."""
+    if not (run_args.get("bot_fraction") or run_args.get("bot_fraction_end")):
+        return ()
+    return tuple(run_args.get("bot_opponents") or run_args.get("references") or references)
+
+
+def print_reference_table(results, evaluator, games, trained):
+    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference, its
+    robust rung (issue 50): the strongest reference up to which it wins at least half of its games against every
+    reference it did not train against (`trained`), by TrueSkill. TrueSkill's one number assumes transitive strength;
+    a model can beat the bots it trained against and lose to weaker ones it never met. Then its TrueSkill."""
+    print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
+    for name, (win, draw, loss) in results.items():
+        print(f"| `{name}` | {evaluator.references[name].mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {games} |")
+    held = []  # the untrained references, weakest first, up to the first it does not beat in half of the games
+    for name in sorted((k for k in results if k not in trained), key=lambda k: evaluator.references[k].mu):
+        if results[name][0] < ROBUST_WIN_RATE:
+            break
+        held.append(name)
+    worst = min(held, key=lambda k: results[k][0], default=None)
+    rung = f"{held[-1]} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if held else "none"
+    print(f"trained against: {' '.join(trained) or 'no bot'}\nrobust rung: {rung}")
+    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
+
+
 def check_args(args: Args, envs, references) -> None:
     """Every check of the arguments, once the world `envs` is made and its defaults fill the flags left unset:
     one line and exit code 2 for the first that fails; nothing is changed (--num-envs: checked before)."""
@@ -688,11 +716,7 @@ if __name__ == "__main__":
             usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {str(error).splitlines()[0]}")
         video = f"videos/{run_name}/eval.gif" if args.capture_video else None
         results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video)
-        print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
-        for name, (win, draw, loss) in results.items():
-            mu = evaluator.references[name].mu
-            print(f"| `{name}` | {mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {args.eval_games} |")
-        print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
+        print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references))
         sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
@@ -1073,6 +1097,9 @@ if __name__ == "__main__":
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
         atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
+    if verbose:  # the summary: the final model against every reference, and its robust rung
+        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng)
+        print_reference_table(results, evaluator, args.eval_games, trained_bots(vars(args), references))
 
     writer.close()
     if world_size > 1:

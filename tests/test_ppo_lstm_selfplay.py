@@ -148,6 +148,13 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
+    # the summary at the end: the final model against every reference, what it trained against, its robust rung
+    references = {"Moba5v5-v0": ["random", "push"], "VmasFootball-v0": ["random", "chase"]}
+    summary = result.stdout.split("model saved to ")[1].splitlines()
+    rows = [line.split("`")[1] for line in summary if line.startswith("| `")]
+    assert rows == references.get(env_id, ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))])
+    trained = {"VmasFootball-v0": "random", "Moba5v5-v0": "random push"}.get(env_id, "random greedy lookahead")
+    assert f"trained against: {trained}" in summary and any(line.startswith("robust rung: ") for line in summary)
 
 
 @pytest.mark.parametrize("case", range(len(USER_ERRORS)), ids=[" ".join(f) for f, _ in USER_ERRORS])
@@ -639,3 +646,44 @@ def test_a_file_written_before_plain_data_is_refused_then_converted(script, driv
     loaded = script.load_saved(str(old), "--resume", script.CHECKPOINT_KEYS)
     local, want = loaded["ranks"][0], today["ranks"][0]
     assert np.array_equal(local["rng"]["numpy"][1], want["rng"]["numpy"][1])  # the legacy NumPy state's key array
+
+
+ROBUST_MUS = {"random": 0.0, "greedy": 9.7, "lookahead": 16.1, "search1": 19.4}  # win rates below in this order
+
+
+@pytest.mark.parametrize(
+    "wins, trained, rung",
+    [
+        ((0.9, 0.7, 0.4, 0.6), (), "greedy (worst win rate up to it: 0.700 vs greedy)"),
+        # a reference it trained against does not count: search1 beaten, lookahead (untrained) lost
+        ((0.9, 0.8, 0.3, 0.9), ("search1",), "greedy (worst win rate up to it: 0.800 vs greedy)"),
+        # a trained one lost is skipped; the worst of those held is named, not the last
+        ((0.55, 0.2, 0.6, 0.3), ("greedy",), "lookahead (worst win rate up to it: 0.550 vs random)"),
+        ((0.49, 0.9, 0.9, 0.9), (), "none"),
+    ],
+)
+def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_one_is_won(
+    script, capsys, wins, trained, rung
+):
+    import trueskill
+
+    evaluator = script.ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
+    results = {
+        name: (win, 0.0, 1.0 - win) for name, win in reversed(list(zip(ROBUST_MUS, wins, strict=True)))
+    }  # by TrueSkill
+    script.print_reference_table(results, evaluator, 64, trained)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("| reference |") and len([line for line in out if line.startswith("| `")]) == 4
+    assert f"robust rung: {rung}" in out and f"trained against: {' '.join(trained) or 'no bot'}" in out
+
+
+def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(script):
+    refs = ("random", "greedy")
+    run = {"bot_fraction": 0.5, "bot_fraction_end": 0.0, "bot_opponents": ("greedy+random15",), "references": ()}
+    assert script.trained_bots(run, refs) == ("greedy+random15",)
+    assert script.trained_bots(run | {"bot_opponents": ()}, refs) == refs  # (): every reference
+    assert script.trained_bots(run | {"bot_opponents": (), "references": ("lookahead", "greedy")}, refs) == (
+        "lookahead",
+        "greedy",
+    )
+    assert script.trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
