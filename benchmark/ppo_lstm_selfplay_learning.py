@@ -3,9 +3,10 @@
 Runs one process per seed (``--jobs`` at a time, one torch thread each when more than one) for ``--minutes`` of wall
 time or (``--clock cpu``) of its own CPU time, reads the evaluation lines it prints and tabulates per seed and across
 seeds when the win rate against each reference bot first reached a threshold (wall time, CPU time, steps) and the
-TrueSkill reached. On the board games, a run that ends and saves its model (``-- --save-model``) plays it against
-every reference, held-out perturbed ones included (``benchmark/board_table.py``: ``--final-games`` games each, sampled
-and most likely moves); the final table and each model's robust rung follow the seed table. Writes a plot and the
+TrueSkill reached. A run that ends and saves its model (``-- --save-model``) plays it against every reference,
+``--final-games`` games each: on the board games held-out perturbed ones too, sampled and most likely moves
+(``benchmark/board_table.py``; each model's robust rung follows), in the team worlds with the script's ``--eval-only``
+(win, draw and loss rates). A kept run whose model has no final table yet gets it. Writes a plot and the
 tables into docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless --no-docs.
 ``--script-at`` trains the script of an earlier commit instead: a change's own effect, side by side.
 
@@ -56,7 +57,7 @@ PARSER.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cp
 PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")
 PARSER.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
 PARSER.add_argument("--script-at", metavar="COMMIT", help="train the script as of COMMIT (with this tree's worlds)")
-PARSER.add_argument("--final-games", type=int, default=512, help="board games: the final table's games per bot")
+PARSER.add_argument("--final-games", type=int, default=512, help="the final table's games per reference")
 
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
@@ -74,9 +75,49 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
             print(f"  seed {seed}: {line}", flush=True)
         if (cpu if args.clock == "cpu" else time.time() - start) > args.minutes * 60:
             break
-    if model is None or args.env_id not in board_table.BOARD_ENV_IDS:
+    if model is None:  # (stopped by the budget before it saved its model)
         return {"rows": rows, "ratings": ratings}
-    return {"rows": rows, "ratings": ratings, "final": board_table.final_table(model, args.final_games, seed)}
+    return {"rows": rows, "ratings": ratings, "model": model, "final": final_table(model, seed, args)}
+
+
+def final_table(model: str, seed: int, args: argparse.Namespace) -> dict:
+    """The saved model of a run against every reference, ``--final-games`` games each, sampled moves: on the board
+    games most likely moves too and the held-out perturbed bots (``benchmark/board_table.py``); elsewhere the
+    script's own ``--eval-only`` (each side in half of the games): ``games``, ``results`` ({reference: [win, draw,
+    loss]}) and the ``trained`` and ``robust rung`` lines it prints."""
+    if args.env_id in board_table.BOARD_ENV_IDS:
+        return board_table.final_table(model, args.final_games, seed)
+    script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
+    cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), *args.extra]
+    cmd += ["--eval-only", model, "--eval-games", str(args.final_games)]  # (after the extra flags: these win)
+    out = {"games": args.final_games, "results": {}}
+    for line, _ in pv.stream(cmd, 1 if args.jobs > 1 else None):
+        if line.startswith("| `"):  # | `name` | its TrueSkill μ | win | draw | loss | games |
+            name, _, win, draw, loss, _ = (cell.strip(" `") for cell in line.strip("|").split("|"))
+            out["results"][name] = [float(win), float(draw), float(loss)]
+        for key in ("trained against", "robust rung"):
+            out |= {key: line.removeprefix(f"{key}: ")} if line.startswith(f"{key}: ") else {}
+    return out
+
+
+def team_table(finals: dict[str, dict]) -> list[str]:
+    """The team worlds' final table: per reference and seed, win / draw / loss rates and the share of the decided
+    games won (a football win is a goal scored first: a goal ends the game), then what each model trained against
+    and its robust rung, as the script prints them."""
+    seeds, games = list(finals), "/".join(sorted({str(f["games"]) for f in finals.values()}))
+    lines = [f"Each cell: {games} games, the model on each side in half; sampled actions: win / draw / loss rate "]
+    lines[0] += "(the share of the decided games won)."
+    lines += ["", "| vs | " + " | ".join(seeds) + " |", "|---|" + "---:|" * len(seeds)]
+    for name in next(iter(finals.values()))["results"]:
+        cells = []
+        for seed in seeds:
+            win, draw, loss = finals[seed]["results"][name]
+            decided = f"{win / (win + loss):.2f}" if win + loss else "—"
+            cells.append(f"{win:.2f} / {draw:.2f} / {loss:.2f} ({decided})")
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    for key in ("trained against", "robust rung"):
+        lines.append(f"| {key} | " + " | ".join(finals[seed].get(key, "—") for seed in seeds) + " |")
+    return lines
 
 
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
@@ -87,7 +128,11 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
     expected |= {"script_at": args.script_at} if args.script_at else {}  # (absent from the runs of this tree's script)
     path = args.results / block / f"seed{seed}.json"
     code = (SCRIPT, f"cleanfive/envs/{WORLDS[args.env_id][3]}.py", *MEASURED)
-    return pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, partial(run_seed, seed, args), code)
+    run = pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, partial(run_seed, seed, args), code)
+    if run and run.get("model") and "final" not in run:  # (a run kept before its world had a final table)
+        run |= {"final": final_table(run["model"], seed, args)}
+        pv.keep(path, run)
+    return run
 
 
 def main() -> None:
@@ -150,8 +195,10 @@ def main() -> None:
         lines.append(f"| {label} | " + " | ".join(f"{v:.0f}" if v > 10 else f"{v:.2f}" for v in values) + " | |")
     lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
-    if finals:  # the board games' final table: every reference, held-out ones included (benchmark/board_table.py)
+    if finals and args.env_id in board_table.BOARD_ENV_IDS:  # every reference, held-out ones included
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]
+    elif finals:
+        lines += ["", "Final models against every reference:", "", *team_table(finals)]
     table = "\n".join(lines)
     print(table)
     if args.no_docs:

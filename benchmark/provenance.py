@@ -303,10 +303,15 @@ def kept_or_run(path: Path, label: str, expected: dict, kept_only: bool, train: 
         return None
     stamp = {"code": code_version(*code), "started": now()}  # the code that trains, before it does
     result = train() | expected | stamp | {"date": now(), "machine": machine(), "load": os.getloadavg()[0]}
+    keep(path, result)
+    return result
+
+
+def keep(path: Path, result: dict) -> None:
+    """Write ``result`` to ``path`` as JSON, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".tmp").write_text(json.dumps(result, indent=1) + "\n")
     path.with_suffix(".tmp").replace(path)
-    return result
 
 
 def kept_provenance(kept: list[dict]) -> str:
