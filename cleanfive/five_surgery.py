@@ -1271,7 +1271,11 @@ if __name__ == "__main__":
         # TrueSkill evaluation against the fixed references
         if rank == 0 and (iteration % args.eval_every == 0 or iteration in (1, args.num_iterations)):  # 1: operated
             video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
-            results = play_references(agent, args, evaluator, evaluator.choose(), device, eval_rng, video_path)
+            last = iteration == args.num_iterations  # the last evaluation plays every reference: the run's summary
+            names = list(references) if last else evaluator.choose()
+            results = play_references(agent, args, evaluator, names, device, eval_rng, video_path)
+            if verbose and last:  # the final model against every reference, and its robust rung
+                print_reference_table(results, evaluator, args.eval_games, trained_bots(vars(args), references))
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
             writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
@@ -1349,9 +1353,6 @@ if __name__ == "__main__":
         model_path = f"runs/{run_name}/{args.exp_name}.cleanfive_model"
         atomic_save({"args": vars(args), "model": agent.state_dict()}, model_path)
         print(f"model saved to {model_path}")
-    if verbose:  # the summary: the final model against every reference, and its robust rung
-        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng)
-        print_reference_table(results, evaluator, args.eval_games, trained_bots(vars(args), references))
 
     writer.close()
     if world_size > 1:
