@@ -68,6 +68,7 @@ class Args:
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
+    mirror: bool = False  # board games: learn from each rollout and from its left-right mirror image (augmentation)
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
@@ -102,7 +103,7 @@ class Args:
     num_players: int = 0  # heroes driven by each process: its games * 2 sides * heroes per side
     gamma: float = 0.0  # the discount factor gamma (computed in runtime from horizon_seconds)
     batch_size: int = 0  # the batch size of each process (computed in runtime)
-    num_sequences: int = 0  # the number of BPTT sequences of whole teams per rollout of each process (in runtime)
+    num_sequences: int = 0  # BPTT sequences of whole teams per rollout of each process, images included (in runtime)
     minibatch_sequences: int = 0  # the number of team sequences per mini-batch of each process (computed in runtime)
     num_iterations: int = 0  # the number of iterations (computed in runtime)
 
@@ -577,6 +578,7 @@ def check_args(args: Args, envs, references) -> None:
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
+    check(not args.mirror or hasattr(envs, "mirror_actions"), f"--mirror: {args.env_id} has none; the board games do")
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
@@ -643,7 +645,8 @@ if __name__ == "__main__":
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
-    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
+    copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
+    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len) * copies
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
     score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
@@ -887,23 +890,30 @@ if __name__ == "__main__":
             returns = advantages + filled_values
 
         # flatten the batch; the policy learns from its own applied actions only, the value from every
-        # decision in the update; the network runs where it ran in the rollout
+        # decision in the update; the network runs where it ran in the rollout. --mirror: after the rows, their
+        # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
+        # log-probabilities and LSTM states: symmetry augmentation (cf. Mittal et al., ICRA 2024)
         b_obs = obs.reshape((-1,) + obs_shape)
         b_masks = masks.reshape(-1, A)
         b_actions = actions.reshape(-1)
-        b_logprobs = logprobs.reshape(-1)
-        b_dones = dones.reshape(-1)
-        b_learner_acts = learner_acts.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = filled_values.reshape(-1)
-        b_policy_weights = (applied * in_update).reshape(-1)
-        b_value_weights = in_update.reshape(-1).float()
-        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
-        # with; flatinds (bptt_len, sequences): each sequence's rows of the flat batch, in time order
-        b_h, b_c = chunk_h.reshape(num_chunks * P, -1), chunk_c.reshape(num_chunks * P, -1)
-        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
+        if args.mirror:
+            image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
+            b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
+            b_actions = torch.cat([b_actions, image[b_actions]])
+        b_logprobs = logprobs.reshape(-1).repeat(copies)
+        b_dones = dones.reshape(-1).repeat(copies)
+        b_learner_acts = learner_acts.reshape(-1).repeat(copies)
+        b_advantages = advantages.reshape(-1).repeat(copies)
+        b_returns = returns.reshape(-1).repeat(copies)
+        b_values = filled_values.reshape(-1).repeat(copies)
+        b_policy_weights = (applied * in_update).reshape(-1).repeat(copies)
+        b_value_weights = in_update.reshape(-1).float().repeat(copies)
+        # truncated BPTT: sequence c * P + p (chunk c of player p; chunks of images after the rows') is bptt_len
+        # steps from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
+        b_h = chunk_h.reshape(num_chunks * P, -1).repeat(copies, 1)
+        b_c = chunk_c.reshape(num_chunks * P, -1).repeat(copies, 1)
+        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, copies * num_chunks * P)
 
         # Optimizing the policy and value network
         team_inds = np.arange(args.num_sequences)

@@ -312,6 +312,34 @@ def test_same_seed_same_trajectory(env_id):
     assert any(not np.array_equal(x[0], y[0]) for x, y in zip(run_a, other, strict=True))
 
 
+@pytest.mark.parametrize("env_id", BOARD_ENV_IDS)
+def test_mirror_image_of_every_move_plays_the_mirrored_game(env_id):
+    """--mirror's premise: a world that plays, from the same seed, the mirror image of every move of another is that
+    world's game flipped left to right: observations flipped on their last axis, legal moves mirrored, the same
+    rewards and game ends. Checked against the boards themselves, over games that end and restart."""
+    env, image_env = BoardTeamEnv(env_id, 16, 5), BoardTeamEnv(env_id, 16, 5)
+    image, w = env.mirror_actions, env.board_shape[1]
+    assert sorted(image) == list(range(env.num_actions)) and np.array_equal(image[image], np.arange(env.num_actions))
+    assert not np.array_equal(image, np.arange(env.num_actions))
+    rng = np.random.default_rng(0)
+    (obs, info), (image_obs, image_info) = env.reset(), image_env.reset()
+    ends = 0
+    for _ in range(60 if env_id == "ConnectFour-v1" else 20):
+        assert np.array_equal(image_obs, obs[..., ::-1])
+        assert np.array_equal(image_info["board"], info["board"][..., ::-1])
+        assert np.array_equal(image_info["action_mask"], info["action_mask"][..., image])
+        actions = _random_actions(info, rng)
+        obs, reward, done, info = env.step(actions)
+        image_obs, image_reward, image_done, image_info = image_env.step(image[actions])
+        assert np.array_equal(image_reward, reward) and np.array_equal(image_done, done)
+        ends += int(info["game_over"].sum())
+    assert ends > 0
+    # one move by hand: the leftmost column / top-left cell is the rightmost column / top-right cell's image
+    assert image[0] == w - 1 and image[w - 1] == 0 and (env.num_actions == w or image[w] == 2 * w - 1)
+    env.close()
+    image_env.close()
+
+
 def test_wrong_env_id_raises():
     with pytest.raises(ValueError) as err:
         BoardTeamEnv("Pong-v5", 2, 0)

@@ -48,6 +48,7 @@ USER_ERRORS = [
     (["--score-weights", "win=inf"], "name=number"),
     (["--horizon-seconds", "0.5"], "--horizon-seconds"),
     (["--capture-video"], "does not render"),
+    (["--env-id", "Moba5v5-v0", "--mirror"], "--mirror: Moba5v5-v0 has none"),
 ]
 # the same checks as test_reliability.py's test_bad_input_exits_2_with_one_line[ppo_lstm_selfplay-...] cases
 # (impossible split, out of range 0 and 1, --resume and --eval-only missing file)
@@ -76,6 +77,7 @@ BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
+EVAL_RUNS |= {"rarely, mirror": ["--eval-every", "100", "--mirror"]}  # the same rollouts, the update sees their images
 # one team sequence per minibatch (8 games x 2 sides x 2 chunks = 32): some minibatches hold no active row, and the
 # encoder, hero embedding and LSTM get no gradient from them (issue 39: a crash under torchrun and with per-parameter
 # clipping)
@@ -100,7 +102,7 @@ def driven(tmp_path_factory):
     cases |= {("lag", *k): (root / f"lag_{k[0]}_{k[1]}", [*LAG, *f]) for k, f in LAG_RUNS.items()}
     cases |= {("weights", k): (root / f"weights_{k}", [*WEIGHTS, *f]) for k, f in WEIGHT_RUNS.items()}
     cases |= {("bots", k): (root / f"bots_{k.replace(' ', '_')}", [*BOTS, *f]) for k, f in BOT_RUNS.items()}
-    cases |= {("evals", k): (root / f"evals_{k}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
+    cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     return drive(SCRIPT, cases, timeout=600)
 
@@ -248,6 +250,14 @@ def test_evaluation_settings_do_not_change_training(driven):
     assert often.returncode == 0 and rarely.returncode == 0, often.stderr + rarely.stderr
     assert often.stdout.count("eval time=") == 3 and rarely.stdout.count("eval time=") == 1
     assert often.stdout.splitlines()[-1] == rarely.stdout.splitlines()[-1]  # params_sha256=...
+
+
+def test_mirror_trains_on_the_images_too(driven):
+    """--mirror: the same rollouts' first update already differs, so the final parameters do (the flag is live)."""
+    rarely, mirror = driven["evals", "rarely"][0], driven["evals", "rarely, mirror"][0]
+    assert mirror.returncode == 0, mirror.stderr[-3000:]
+    assert mirror.stdout.splitlines()[-1].startswith("params_sha256=")
+    assert mirror.stdout.splitlines()[-1] != rarely.stdout.splitlines()[-1]
 
 
 def torchrun(cwd, *flags):

@@ -397,6 +397,7 @@ class BoardTeamEnv:
       ``info["game_length"]`` int64 (E,): moves in the finished game where ``game_over``, else 0;
       ``info["time"]`` float64 (E,): when this step's scores were earned, in moves (one move = one second):
       the stones on the board after the move (0 on the step that starts a new game).
+    * ``mirror_actions`` int (A,): each move's left-right mirror image (``obs`` flipped on its last axis).
 
     An illegal action by the acting hero raises ValueError (envpool would end the game as a loss for it).
     """
@@ -417,6 +418,10 @@ class BoardTeamEnv:
         self.num_actions = a
         self.board_shape = (h, w)
         self.obs_shape = (3, h, w)
+        # the move that is each move's left-right mirror image: the board flipped about its vertical axis
+        # (observations flipped on their last axis) is as good a position for the same side (--mirror)
+        cells = np.arange(h * w).reshape(h, w)[:, ::-1]
+        self.mirror_actions = np.ascontiguousarray(cells[0] if a == w else cells.reshape(-1))
         import envpool  # here, not at the top: importing it takes ~2 s, which the lane world and football need not pay
 
         self._env: Any = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
