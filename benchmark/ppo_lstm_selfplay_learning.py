@@ -32,14 +32,17 @@ SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
 LATE = 5 / 6  # "last sixth": the evaluations from this share of a run's last step on, a steadier "by the end"
 MEASURED = ("cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")  # with the script and the world's file
+BOARD_LADDER = ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))]
 # per world: its references weakest first (the script's default --references), the win-rate targets, the docs block
 WORLDS = {
     "ConnectFour-v1": (
-        ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))],
+        BOARD_LADDER,
         [("random", 0.95), ("lookahead", 0.60), ("search2", 0.50)],  # the last: issue 40's target
         "connect4",
         "board",
     ),
+    # a draw with best play: its final table's loss column is the one to read (issue 50: no loss to `search4`)
+    "TicTacToe-v1": (BOARD_LADDER, [("random", 0.95)], "tictactoe", "board"),
     "Moba5v5-v0": (["random", "push", "lasthit"], [("random", 0.95), ("push", 0.5), ("lasthit", 0.5)], "moba", "moba"),
     # a goal ends the game, so a win is a goal scored first (draw: no goal in 500 steps)
     "VmasFootball-v0": (
