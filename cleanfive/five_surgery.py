@@ -45,7 +45,8 @@ class Args:
     # operated too), or of this script's; a resumed run does not operate again, but reads it
     checkpoint: str | None = None
     env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
-    total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
+    # total environment steps (a step moves every hero of both sides of one game; default: the world's)
+    total_timesteps: int | None = None
     learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
     num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
@@ -67,7 +68,9 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    mirror: bool = False  # board games: learn from each rollout and from its left-right mirror image (augmentation)
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
+    # one (the team worlds) learns from the rollouts only
+    mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
@@ -789,7 +792,6 @@ def check_args(args: Args, envs, references) -> None:
     check(len(args.lstm_scales) > 0 and min(args.lstm_scales) >= 0, "--lstm-scales must be one or more values >= 0")
     check(0 <= args.parity_tolerance <= 0.5, f"--parity-tolerance {args.parity_tolerance} must be in [0, 0.5]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
-    check(not args.mirror or hasattr(envs, "mirror_actions"), f"--mirror: {args.env_id} has none; the board games do")
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
@@ -862,6 +864,7 @@ if __name__ == "__main__":
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
     args.num_heroes = envs.num_heroes
+    args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds

@@ -45,7 +45,8 @@ class Args:
     # VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
     env_id: str = "ConnectFour-v1"
     num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
-    total_timesteps: int = 3_000_000  # total environment steps (a step moves every hero of both sides of one game)
+    # total environment steps (a step moves every hero of both sides of one game; default: the world's)
+    total_timesteps: int | None = None
     learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
     num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
@@ -68,7 +69,9 @@ class Args:
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    mirror: bool = False  # board games: learn from each rollout and from its left-right mirror image (augmentation)
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
+    # one (the team worlds) learns from the rollouts only
+    mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
@@ -578,7 +581,6 @@ def check_args(args: Args, envs, references) -> None:
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
-    check(not args.mirror or hasattr(envs, "mirror_actions"), f"--mirror: {args.env_id} has none; the board games do")
     check(args.hidden_size >= 4, f"--hidden-size {args.hidden_size} must be >= 4")
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
@@ -642,6 +644,7 @@ if __name__ == "__main__":
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
     args.num_heroes = envs.num_heroes
+    args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds

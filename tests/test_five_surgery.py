@@ -250,7 +250,6 @@ USER_ERRORS = [
     (["--checkpoint", "{model}", "--env-id", "Moba5v5-v0", "--add-inputs"], "--add-inputs"),
     (["--checkpoint", "{model}", "--add-actions", "--fold-inputs", "19"], "--fold-inputs"),  # game time varies
     (["--checkpoint", "{model}", "--add-actions", "--widen-lstm", "-1"], "--widen-lstm"),
-    (["--checkpoint", "{model}", "--add-actions", "--mirror"], "--mirror: Moba5v5-v1 has none"),
     (["--checkpoint", "{model}", "--add-actions", "--score-weights", "gold"], "name=number"),
 ]
 BAD_FILES = [("--checkpoint", "garbage"), ("--checkpoint", "foreign")]

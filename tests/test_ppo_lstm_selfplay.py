@@ -48,7 +48,6 @@ USER_ERRORS = [
     (["--score-weights", "win=inf"], "name=number"),
     (["--horizon-seconds", "0.5"], "--horizon-seconds"),
     (["--capture-video"], "does not render"),
-    (["--env-id", "Moba5v5-v0", "--mirror"], "--mirror: Moba5v5-v0 has none"),
 ]
 # the same checks as test_reliability.py's test_bad_input_exits_2_with_one_line[ppo_lstm_selfplay-...] cases
 # (impossible split, out of range 0 and 1, --resume and --eval-only missing file)
@@ -77,11 +76,11 @@ BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
-EVAL_RUNS |= {"rarely, mirror": ["--eval-every", "100", "--mirror"]}  # the same rollouts, the update sees their images
+EVAL_RUNS |= {"rarely, no mirror": ["--eval-every", "100", "--no-mirror"]}  # the same rollouts, without images
 # one team sequence per minibatch (8 games x 2 sides x 2 chunks = 32): some minibatches hold no active row, and the
 # encoder, hero embedding and LSTM get no gradient from them (issue 39: a crash under torchrun and with per-parameter
 # clipping)
-EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536"]
+EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536", "--no-mirror"]  # (images: 64)
 EMPTY_MINIBATCH += ["--eval-every", "100"]
 
 
@@ -150,6 +149,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
+    assert saved["args"]["mirror"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no mirror image
     # the summary: the last evaluation plays every reference; what the model trained against, its robust rung
     references = {"Moba5v5-v0": ["random", "push"], "VmasFootball-v0": ["random", "chase"]}
     summary = result.stdout.splitlines()
@@ -253,11 +253,12 @@ def test_evaluation_settings_do_not_change_training(driven):
 
 
 def test_mirror_trains_on_the_images_too(driven):
-    """--mirror: the same rollouts' first update already differs, so the final parameters do (the flag is live)."""
-    rarely, mirror = driven["evals", "rarely"][0], driven["evals", "rarely, mirror"][0]
-    assert mirror.returncode == 0, mirror.stderr[-3000:]
-    assert mirror.stdout.splitlines()[-1].startswith("params_sha256=")
-    assert mirror.stdout.splitlines()[-1] != rarely.stdout.splitlines()[-1]
+    """--mirror (the board games' default): the same rollouts' first update already differs from --no-mirror's, so
+    the final parameters do (the flag is live)."""
+    mirror, plain = driven["evals", "rarely"][0], driven["evals", "rarely, no mirror"][0]
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert plain.stdout.splitlines()[-1].startswith("params_sha256=")
+    assert plain.stdout.splitlines()[-1] != mirror.stdout.splitlines()[-1]
 
 
 def torchrun(cwd, *flags):
