@@ -209,13 +209,12 @@ def test_bad_model_one_line_exit_2(tmp_path, capsys):
     assert not (tmp_path / "code_ran").exists()  # refused before anything in the file ran
 
 
-def test_port_in_use_one_line_exit_2(models, tmp_path):
+def test_port_in_use_one_line_exit_2(models, tmp_path, capsys):
+    session = Session(load_model(models["ttt"]), Args(record=str(tmp_path / "games.jsonl")))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        flags = [models["ttt"], "--port", str(busy.getsockname()[1])]
-        result = subprocess.run([*ARENA, *flags], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is in use" in result.stderr
+        assert "is in use" in one_line_exit_2(lambda: serve(session, "127.0.0.1", busy.getsockname()[1]), capsys)
 
 
 def test_league_of_two_worlds_one_line_exit_2(models, tmp_path, capsys):

@@ -105,7 +105,10 @@ def test_tic_tac_toe_search_never_loses_to_the_rule_bots():
     assert play_bots("TicTacToe-v1", "search4", "random", 200, seed=0).mean() > 0.9
 
 
+@pytest.mark.slow
 def test_connect_four_ratings_rise_along_the_bot_names(tmp_path):
+    """From 32 games a pair, played here. The default run checks the same order on the shipped ratings, 400 games a
+    pair of the code as it is (tests/test_reference_ratings.py)."""
     ratings = rate_bots(make_team_env("ConnectFour-v1", 1, 0), "ConnectFour-v1", list(BOT_NAMES), 32, str(tmp_path))
     mus = [ratings[name].mu for name in BOT_NAMES]
     assert mus[0] == 0 and (np.diff(mus) > 0).all(), dict(zip(BOT_NAMES, mus, strict=True))
