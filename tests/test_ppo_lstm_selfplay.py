@@ -24,16 +24,18 @@ TINY = [
 # the default references at the default games: their ratings ship with the package, nothing is rated; a run with
 # references of its own rates them from 2 games a pair (FEW), in its own folder
 FEW = ["--reference-games", "2"]
-# 3 updates of 4 games x 32 steps (evaluations at update 2 and at the last, 3); full games are the cost of a lane or
-# football evaluation, whatever their number
+# 3 updates of 4 games, one evaluation (at the last update, 3): full games are the cost of a lane or football
+# evaluation, whatever their number (the board runs evaluate at update 2 too: the chosen references, not all)
 TEAM_TINY = ["--total-timesteps", "384", "--num-envs", "4", "--num-minibatches", "2", "--eval-games", "1", *FEW]
+TEAM_TINY += ["--eval-every", "3"]
 SMOKE = {
     "ConnectFour-v1": [],
     "TicTacToe-v1": [],
     "Moba5v5-v0": [*TEAM_TINY, "--num-heroes", "3", "--references", "random", "push"],
-    "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase"]
-    + ["--eval-every", "3", "--reference-games", "1"],
-}  # football: one evaluation (at the last update, 3) and one rating game, as a game is 500 steps of VMAS physics
+    # 16-step segments (192 steps in all) and one rating game: a game is 500 steps of VMAS physics
+    "VmasFootball-v0": [*TEAM_TINY, "--num-heroes", "2", "--references", "random", "chase", "--reference-games", "1"]
+    + ["--num-steps", "16", "--bptt-len", "8", "--total-timesteps", "192"],
+}
 SMOKE_BOARD = ("ConnectFour-v1", "TicTacToe-v1")
 USER_ERRORS = [
     (["--env-id", "CartPole-v1"], "ConnectFour-v1"),
@@ -144,7 +146,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     ]:
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
     mu = [e.value for e in events.Scalars("charts/trueskill_mu")]
-    evaluations = 1 if env_id == "VmasFootball-v0" else 2  # at iteration 2 and the last (3), or the last only
+    evaluations = 2 if env_id in SMOKE_BOARD else 1  # at iteration 2 and the last (3), or the last only
     assert len(mu) == evaluations and all(abs(m) < 100 for m in mu)
     assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
