@@ -83,7 +83,7 @@ def selfplay_case(rng):
     flags += ["--env-id", world, "--num-heroes", str(heroes), "--hidden-size", pick(rng, ["16", "32"])]
     flags += ["--references", *references.get(world, ["random", "greedy"])]
     if not team and rng.random() < 0.3:
-        flags += ["--no-mirror"]  # without the board's left-right images beside the rollout in the update (default)
+        flags += ["--no-mirror"]  # the board's left-right images off (on by default)
     # team-world evaluations play whole games: only the last update's
     flags += ["--eval-every", "100" if team else str(pick(rng, [1, 2, 100]))]
     processes = 2 if rng.random() < 0.2 else 1

@@ -404,7 +404,7 @@ def test_fuzz_random_and_illegal_actions(env_id):
     obs, info = env.reset()
     rng = np.random.default_rng(9)
     n, games = env.num_heroes, 0
-    for _ in range(1000):  # every game reaches the time cap (800 steps), and 200 steps of the next
+    for _ in range(1000):  # random games reach the 800-step time cap
         legal = bot_actions("random", env, 0, rng), bot_actions("random", env, 1, rng)
         wild = rng.integers(-2, env.num_actions + 2, size=(8, 2, n))
         actions = np.where(rng.random((8, 2, n)) < 0.5, np.stack(legal, 1), wild)

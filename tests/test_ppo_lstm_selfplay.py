@@ -82,7 +82,7 @@ EVAL_RUNS |= {"rarely, no mirror": ["--eval-every", "100", "--no-mirror"]}  # th
 # one team sequence per minibatch (8 games x 2 sides x 2 chunks = 32): some minibatches hold no active row, and the
 # encoder, hero embedding and LSTM get no gradient from them (issue 39: a crash under torchrun and with per-parameter
 # clipping)
-EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536", "--no-mirror"]  # (images: 64)
+EMPTY_MINIBATCH = [*TINY, "--num-minibatches", "32", "--total-timesteps", "1536", "--no-mirror"]  # (images: 2)
 EMPTY_MINIBATCH += ["--eval-every", "100"]
 
 
