@@ -44,10 +44,11 @@ def world_defaults(env_id: str) -> dict:
     # later, and twice the team worlds' learning rate: with both, 62 % of Connect Four games against `lookahead` late
     # in 30 CPU minutes, 47 % without (docs/ppo_lstm_selfplay.md, Results). Their bot games are against the three rule
     # bots, named, not () (every reference): the search bots joined the references later, and training is unchanged.
-    # 1.5M steps: about 30 CPU minutes with the board's mirror images (--mirror, on by default: 1.5x a step's cost)
+    # 3M steps with the board's mirror images (--mirror, on by default: 1.5x a step's cost): 28 CPU minutes on an
+    # AVX-512 core, about twice that on the AVX2 cores of earlier tables; every world's schedule
     board = dict(num_heroes=1, num_envs=64, bot_fraction=0.5, bot_fraction_end=0.5, horizon_seconds=10.0)
     board |= dict(learning_rate=2e-3, bot_opponents=("random", "greedy", "lookahead"), eval_every=10)
-    board |= dict(total_timesteps=1_500_000)
+    board |= dict(total_timesteps=3_000_000)
     if env_id in BOARD_ENV_IDS:
         return board
     # the lane world: 5 heroes and 64 games learn too slowly for an hour of CPU; a fifth of the early games against
@@ -55,11 +56,11 @@ def world_defaults(env_id: str) -> dict:
     # every 10 updates cost a third of a run's time (docs/ppo_lstm_selfplay.md)
     if env_id in MOBA_ENV_IDS:
         lane = dict(num_heroes=3, num_envs=32, bot_fraction=0.2, bot_fraction_end=0.0, eval_every=40, bot_opponents=())
-        return board | lane | dict(horizon_seconds=100.0, learning_rate=1e-3, total_timesteps=3_000_000)
+        return board | lane | dict(horizon_seconds=100.0, learning_rate=1e-3)
     # football: the settings of the only runs that scored against `random` (1-seed probes; docs/ppo_lstm_selfplay.md),
     # and half of the games against `random` to the end, as the board games
     if env_id in FOOTBALL_ENV_IDS:
-        return board | dict(num_heroes=2, bot_opponents=("random",), learning_rate=1e-3, total_timesteps=3_000_000)
+        return board | dict(num_heroes=2, bot_opponents=("random",), learning_rate=1e-3)
     raise ValueError(f"unknown env id {env_id!r}; accepted two-sided ids: {', '.join(TEAM_ENV_IDS)}")
 
 
