@@ -353,6 +353,10 @@ if __name__ == "__main__":
     if use_cuda:
         torch.cuda.set_device(device)
     if distributed:
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
+        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        import torch._dynamo  # noqa: F401
+
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     rank = dist.get_rank() if distributed else 0
     args.world_size = dist.get_world_size() if distributed else 1

@@ -626,6 +626,10 @@ if __name__ == "__main__":
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
+        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        import torch._dynamo  # noqa: F401
+
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
 
     # this process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's

@@ -1,0 +1,13 @@
+"""``python -m torch.distributed.run ... tests/threads_at_exit.py SCRIPT FLAGS`` runs SCRIPT with FLAGS as its own
+``__main__``, then prints ``threads at exit: NAMES`` (this process's threads, from /proc/self/task) to stderr. No gloo
+thread may outlive a script's destroy_process_group: one still dropping a collective's tensors while the interpreter
+shuts down aborts the process (std::terminate), a race that a test of the exit code sees only now and then."""
+
+import os
+import runpy
+import sys
+
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+names = sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+print("threads at exit:", " ".join(names), file=sys.stderr, flush=True)
