@@ -18,6 +18,7 @@ import pytest
 import torch
 from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
 from cleanfive.cleanba_impala import Agent, actor_thread, stop_actors, vtrace
 from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, pool_seed
@@ -441,10 +442,9 @@ def test_torchrun_two_learners_average_gradients(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port)]
-    result = run(tmp_path, *TINY, launcher=[*launcher, str(Path(__file__).with_name("threads_at_exit.py"))])
+    result = run(tmp_path, *TINY, launcher=[*launcher, WRAPPER])
     assert result.returncode == 0, result.stderr
-    left = re.findall(r"threads at exit: (.*)", result.stderr)
-    assert len(left) == 2 and not any("gloo" in names for names in left), left  # see tests/threads_at_exit.py
+    assert_no_gloo_thread_left(result.stderr)
     (final,) = FINAL.findall(result.stdout)  # printed by rank 0 only
     assert final[:3] == ("512", "2", "True")  # 2 learners x 2 envs x 64 steps x 2 updates; identical parameters
     (run_dir,) = (tmp_path / "runs").iterdir()  # one TensorBoard run, written by rank 0

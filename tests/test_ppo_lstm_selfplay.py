@@ -2,7 +2,6 @@
 
 import importlib.util
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 import torch
 from driver import drive
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
@@ -267,7 +267,7 @@ def test_mirror_trains_on_the_images_too(driven):
 def torchrun(cwd, *flags):
     cwd.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    command += [str(Path(__file__).with_name("threads_at_exit.py")), str(SCRIPT)]  # (it prints the threads left)
+    command += [WRAPPER, str(SCRIPT)]  # (it prints the threads left at exit)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([*command, *flags], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
@@ -290,8 +290,7 @@ def test_torchrun_two_processes_even_with_minibatches_without_active_rows(tmp_pa
     assert first.returncode == 0, first.stderr[-3000:]
     assert len([x for x in first.stdout.splitlines() if x.startswith("params_sha256=")]) == 1  # printed by rank 0
     assert first.stdout.count("eval time=") == 2  # rank 0 evaluates, at update 2 and at the last
-    left = re.findall(r"threads at exit: (.*)", first.stderr)
-    assert len(left) == 2 and not any("gloo" in names for names in left), left  # see tests/threads_at_exit.py
+    assert_no_gloo_thread_left(first.stderr)
     (run_dir,) = (tmp_path / "a" / "runs").glob("*__*__*")
     assert (run_dir / "rank1").is_dir()  # rank 1's own games are logged beside rank 0's
     resumed = run(tmp_path / "a", "--resume", str(run_dir / "checkpoint.pt"))
