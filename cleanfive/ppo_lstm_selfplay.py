@@ -54,7 +54,7 @@ class Args:
     anneal_lr: bool = True  # toggle learning rate annealing
     horizon_seconds: float | None = None  # horizon H in game seconds: gamma = 1 - T / H, T a step's (default: world's)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
-    num_minibatches: int = 4  # the number of mini-batches
+    num_minibatches: int | None = None  # the number of mini-batches (default: the world's)
     update_epochs: int = 4  # the K epochs to update the policy
     norm_adv: bool = True  # toggles advantages normalization
     clip_coef: float = 0.2  # the surrogate clipping coefficient
