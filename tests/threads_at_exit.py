@@ -21,4 +21,7 @@ if __name__ == "__main__":
     sys.argv = sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")
     names = sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
-    print("threads at exit:", " ".join(names), file=sys.stderr, flush=True)
+    # one write of a line under 4 KiB: atomic on the pipe both processes share, so their lines do not interleave
+    # (print wrote its pieces separately, and CI once read "threads at exit:threads at exit: ...")
+    sys.stderr.flush()
+    os.write(sys.stderr.fileno(), f"threads at exit: {' '.join(names)}\n".encode())
