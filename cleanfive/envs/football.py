@@ -237,10 +237,16 @@ class FootballTeamEnv:
             return rng.integers(0, self.num_actions, size=(self.num_envs, self.num_heroes))
         if name in self.VMAS_AI_STRENGTHS:
             actions = np.zeros((self.num_envs, self.num_heroes), dtype=np.int64)
-            # the controller samples from torch's global generators: here ones seeded from `rng`, the global ones (CPU
-            # and GPUs) untouched
-            with torch.random.fork_rng():
-                torch.manual_seed(int(rng.integers(2**63)))
+            # the controller samples from torch's generators (the CPU's and the world's GPU's): here ones seeded from
+            # `rng`, the global ones untouched. Not torch.manual_seed: it seeds every backend, each one not initialized
+            # formatting a traceback to replay later (on a CPU, 256 games: 3.5 ms a move of the bot's, now 3.2 ms)
+            gpu = [self.device] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=gpu):
+                seed = int(rng.integers(2**63))
+                torch.default_generator.manual_seed(seed)
+                if gpu:
+                    with torch.cuda.device(self.device):
+                        torch.cuda.manual_seed(seed)
                 for s in np.unique(side):  # it plans for every copy; the copies where it plays `s` are kept
                     actions[side == s] = nearest_actions(self._vmas_ai_force(name, s))[side == s]
             return actions
