@@ -2,7 +2,7 @@
 
 Runs one process per seed (``--jobs`` at a time, one torch thread each when more than one) for ``--minutes`` of wall
 time or (``--clock cpu``) of its own CPU time, reads the evaluation lines it prints and tabulates per seed and across
-seeds when the win rate against each reference bot first reached a threshold (wall time, CPU time, steps) and the
+seeds when the win rate against each reference bot first reached a threshold (on --clock, and in steps) and the
 TrueSkill reached. A run that ends and saves its model (``-- --save-model``) plays it against every reference,
 ``--final-games`` games each: on the board games held-out perturbed ones too, sampled and most likely moves
 (``benchmark/board_table.py``; each model's robust rung follows), in the team worlds with the script's ``--eval-only``
@@ -173,7 +173,9 @@ def main() -> None:
         if not any(reach):
             never.append(what)
             continue
-        for field, scale, unit in [("time", 60.0, "min"), ("cpu", 60.0, "CPU min"), ("step", 1e6, "M steps")]:
+        # on the budget's clock and in steps (wall minutes of a CPU-held run measure the seeds sharing the cores)
+        clock = ("cpu", 60.0, "CPU min") if args.clock == "cpu" else ("time", 60.0, "min")
+        for field, scale, unit in [clock, ("step", 1e6, "M steps")]:
             rows.append((f"first {what} ({unit})", [r.get(field, np.nan) for r in reach], ".2f", scale))
     for key in ["mu", *references]:
         values = {s: [r[key] for r in runs[s] if key in r] for s in args.seeds}  # "—": never within 10 points
