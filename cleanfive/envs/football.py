@@ -238,8 +238,8 @@ class FootballTeamEnv:
         if name in self.VMAS_AI_STRENGTHS:
             actions = np.zeros((self.num_envs, self.num_heroes), dtype=np.int64)
             # the controller samples from torch's generators (the CPU's and the world's GPU's): here ones seeded from
-            # `rng`, the global ones untouched. Not torch.manual_seed: it seeds every backend, each one not initialized
-            # formatting a traceback to replay later, at every move of the bot
+            # `rng`, the global ones untouched. Not torch.manual_seed: for every backend not yet initialized it also
+            # queues a seed call with a formatted stack trace, a cost paid at every move of the bot
             gpu = [self.device] if self.device.type == "cuda" else []
             with torch.random.fork_rng(devices=gpu):
                 seed = int(rng.integers(2**63))
