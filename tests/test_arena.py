@@ -4,6 +4,7 @@ The models are untrained agents saved in ppo_lstm_selfplay.py's --save-model for
 ARENA_SCREENSHOTS=docs/img to have the browser tests write the docs' screenshots.
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -272,7 +273,8 @@ def ask(port, method="GET", path="/api/state", body=None, headers=(), address="1
     lines = [f"{k}: {v}\r\n" for k, vs in fields.items() if vs is not None for v in (vs if type(vs) is list else [vs])]
     with socket.create_connection((address, port), timeout=5) as s:
         s.sendall(f"{method} {path} HTTP/1.1\r\n{''.join(lines)}\r\n".encode("latin-1") + raw)
-        s.shutdown(socket.SHUT_WR)  # a body shorter than its Content-Length ends here
+        with contextlib.suppress(OSError):  # (the server may have answered a bad request and closed already)
+            s.shutdown(socket.SHUT_WR)  # a body shorter than its Content-Length ends here
         reply = b""
         while chunk := s.recv(65536):
             reply += chunk
