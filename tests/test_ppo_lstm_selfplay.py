@@ -585,7 +585,9 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
     """--past-fraction 0.2 --bot-fraction 0.5: once the pool holds a version, a new game is against it with
     probability 0.2 and against a bot with 0.5 x 0.8 = 0.4; before it holds one, against a bot with 0.5 (no game is
     drawn as 'past', issue 39). The learner takes either side; its rows and the opponent's split every such game."""
-    args = SimpleNamespace(past_fraction=0.2, bot_fraction=0.5, bot_fraction_end=0.5, bot_opponents=("greedy",))
+    args = SimpleNamespace(
+        past_fraction=0.2, bot_fraction=0.5, bot_fraction_end=0.5, bot_opponents=("greedy",), bot_ladder=0.0
+    )
     E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
     matchmaking = script.Matchmaking(E, S, N, ["random", "greedy"], args)
     pool, games = script.OpponentPool(), np.arange(E)
@@ -608,6 +610,37 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         ~against
     ].any()
     assert (matchmaking.learner_side[~against] == 0).all()  # 0 in a game of the latest policy against itself
+
+
+def test_bot_ladder_follows_the_learner_up(script):
+    """--bot-ladder 0.5: the bot games draw from the bots up to the first one the learner's running win rate
+    (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot."""
+    bots = ("random", "greedy", "lookahead")
+    args = SimpleNamespace(
+        past_fraction=0.0, bot_fraction=1.0, bot_fraction_end=1.0, bot_opponents=bots, bot_ladder=0.5
+    )
+    E, rng = 30_000, np.random.default_rng(0)
+    matchmaking, pool, games = script.Matchmaking(E, 2, 1, list(bots), args), script.OpponentPool(), np.arange(E)
+
+    def drawn():
+        matchmaking.new_games(games, pool, 1.0, rng)
+        return np.bincount(matchmaking.index, minlength=len(bots)) / E
+
+    assert matchmaking.bots_in_play() == 1 and drawn()[0] == 1.0
+    for _ in range(68):  # 1 - 0.99^68 = 0.495: not yet
+        matchmaking.record_bot_game(0, True)
+    assert matchmaking.bots_in_play() == 1
+    matchmaking.record_bot_game(0, True)  # 1 - 0.99^69 = 0.500
+    assert abs(matchmaking.bot_win_rate[0] - (1 - 0.99**69)) < 1e-12 and matchmaking.bots_in_play() == 2
+    np.testing.assert_allclose(drawn(), [0.5, 0.5, 0.0], atol=0.01)
+    matchmaking.record_bot_game(0, False)  # back below: the second bot leaves the draw again
+    assert matchmaking.bots_in_play() == 1
+    matchmaking.bot_win_rate[:] = [0.9, 0.6, 0.1]
+    np.testing.assert_allclose(drawn(), [1 / 3, 1 / 3, 1 / 3], atol=0.01)
+    matchmaking.bot_win_rate[:] = [0.9, 0.2, 0.9]  # the first bot below the share caps the ladder
+    assert matchmaking.bots_in_play() == 2
+    matchmaking.bot_ladder = 0.0
+    assert matchmaking.bots_in_play() == 3
 
 
 def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
