@@ -97,6 +97,7 @@ class Args:
     # > 0: the bots follow the learner up a ladder: the bot games play the bots of --bot-opponents (weakest first) up
     # to the first one against which it wins less than this share of its recent training games (0: all bots alike)
     bot_ladder: float = 0.0
+    bot_ladder_top: int = 0  # > 0: the bot games draw only from the highest this many bots in play (0: all of them)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
@@ -392,7 +393,7 @@ class Matchmaking:
         self.bots = args.bot_opponents or references  # the bot games' bots
         self.past_fraction = args.past_fraction
         self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-        self.bot_ladder = args.bot_ladder
+        self.bot_ladder, self.bot_ladder_top = args.bot_ladder, args.bot_ladder_top
         self.bot_win_rate = np.zeros(len(self.bots))  # the learner's wins against each bot, a running average
 
     def bots_in_play(self):
@@ -451,7 +452,9 @@ class Matchmaking:
         if self.bot_curriculum:
             other = games[~vs_past]
             vs_bot = other[rng.random(other.size) < bot_share]
-            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(self.bots_in_play(), size=vs_bot.size)
+            top = self.bots_in_play()
+            low = max(top - self.bot_ladder_top, 0) if self.bot_ladder_top else 0
+            self.kind[vs_bot], self.index[vs_bot] = BOT, low + rng.choice(top - low, size=vs_bot.size)
             self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
 
     def state_dict(self):
@@ -593,7 +596,7 @@ def check_args(args: Args, envs, references) -> None:
     unit = ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction", "bot_fraction_end")
     for name in unit + ("bot_ladder",):
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
-    for name in ("policy_lag", "save_every"):
+    for name in ("policy_lag", "save_every", "bot_ladder_top"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")

@@ -586,7 +586,12 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
     probability 0.2 and against a bot with 0.5 x 0.8 = 0.4; before it holds one, against a bot with 0.5 (no game is
     drawn as 'past', issue 39). The learner takes either side; its rows and the opponent's split every such game."""
     args = SimpleNamespace(
-        past_fraction=0.2, bot_fraction=0.5, bot_fraction_end=0.5, bot_opponents=("greedy",), bot_ladder=0.0
+        past_fraction=0.2,
+        bot_fraction=0.5,
+        bot_fraction_end=0.5,
+        bot_opponents=("greedy",),
+        bot_ladder=0.0,
+        bot_ladder_top=0,
     )
     E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
     matchmaking = script.Matchmaking(E, S, N, ["random", "greedy"], args)
@@ -614,10 +619,16 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
 
 def test_bot_ladder_follows_the_learner_up(script):
     """--bot-ladder 0.5: the bot games draw from the bots up to the first one the learner's running win rate
-    (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot."""
+    (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot.
+    --bot-ladder-top 2: from the highest two of those only."""
     bots = ("random", "greedy", "lookahead")
     args = SimpleNamespace(
-        past_fraction=0.0, bot_fraction=1.0, bot_fraction_end=1.0, bot_opponents=bots, bot_ladder=0.5
+        past_fraction=0.0,
+        bot_fraction=1.0,
+        bot_fraction_end=1.0,
+        bot_opponents=bots,
+        bot_ladder=0.5,
+        bot_ladder_top=0,
     )
     E, rng = 30_000, np.random.default_rng(0)
     matchmaking, pool, games = script.Matchmaking(E, 2, 1, list(bots), args), script.OpponentPool(), np.arange(E)
@@ -641,6 +652,10 @@ def test_bot_ladder_follows_the_learner_up(script):
     assert matchmaking.bots_in_play() == 2
     matchmaking.bot_ladder = 0.0
     assert matchmaking.bots_in_play() == 3
+    matchmaking.bot_ladder_top = 2
+    np.testing.assert_allclose(drawn(), [0.0, 0.5, 0.5], atol=0.01)
+    matchmaking.bot_ladder, matchmaking.bot_win_rate[:] = 0.5, [0.2, 0.9, 0.9]  # fewer in play than the top two
+    np.testing.assert_allclose(drawn(), [1.0, 0.0, 0.0])
 
 
 def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
