@@ -18,6 +18,7 @@ tables into docs/ppo_lstm_selfplay.md between the world's markers (or ``--block`
 
 import argparse
 import ast
+import itertools
 import os
 import sys
 import time
@@ -123,6 +124,14 @@ def team_table(finals: dict[str, dict]) -> list[str]:
     return lines
 
 
+def ladder_bots(extra: list[str]) -> list[str]:
+    """The training bots of a --bot-ladder run, weakest first, as its --bot-opponents name them ([] if it names none
+    or has no ladder)."""
+    if "--bot-ladder" not in extra or "--bot-opponents" not in extra:
+        return []
+    return list(itertools.takewhile(lambda x: not x.startswith("--"), extra[extra.index("--bot-opponents") + 1 :]))
+
+
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
     """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags; else, unless
     --from-results, run it and keep it (so that one table can span sittings)."""
@@ -153,7 +162,9 @@ def main() -> None:
     ratings = kept[0]["ratings"]
     # references weakest first; a reference appears in an evaluation only when it is within 10 TrueSkill points of
     # the agent (Appendix J)
-    played = {k for rows in runs.values() for row in rows for k in row} - {"time", "cpu", "step", "mu", "load"}
+    played = {k for rows in runs.values() for row in rows for k in row}
+    ladder = ladder_bots(args.extra) if "bots_in_play" in played else []  # (runs kept before it was printed: none)
+    played -= {"time", "cpu", "step", "mu", "load", "bots_in_play"}
     references = sorted(played, key=lambda k: order.index(k) if k in order else len(order))
 
     how = "one after the other" if args.jobs == 1 else f"{args.jobs} at a time, one torch thread each"
@@ -165,6 +176,8 @@ def main() -> None:
     rows = []
     # the times a win-rate target, then a reference's TrueSkill rating (as rated at the start), were first reached
     reached = [(f"win rate ≥ {threshold:.0%} vs `{key}`", key, threshold) for key, threshold in targets]
+    # with --bot-ladder, when each training bot above the first joined the bot games' draw
+    reached += [(f"`{bot}` in the ladder's bot games", "bots_in_play", n) for n, bot in enumerate(ladder[1:], 2)]
     for name, mu in sorted(ratings.items(), key=lambda item: item[1]):
         reached += [(f"TrueSkill μ ≥ `{name}`'s {mu:.2f}", "mu", mu)] if mu > 0 else []
     never = []  # reached by no seed: named under the table, not three rows of dashes

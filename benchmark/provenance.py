@@ -216,9 +216,11 @@ def fields(line: str) -> dict[str, str]:
 
 
 def eval_row(line: str) -> dict:
-    """The wall seconds, step, TrueSkill μ and win rate against each reference of a Five script's ``eval ...`` line."""
+    """The wall seconds, step, TrueSkill μ and win rate against each reference of a Five script's ``eval ...`` line;
+    with ``--bot-ladder`` also how many of the training bots the bot games draw from (``bots_in_play``)."""
     f = fields(line)
     row = {"time": float(f["time"][:-1]), "step": int(f["global_step"]), "mu": float(f["trueskill_mu"])}
+    row |= {"bots_in_play": int(f["bots_in_play"])} if "bots_in_play" in f else {}
     return row | {k.removeprefix("win_vs_"): float(v) for k, v in f.items() if k.startswith("win_vs_")}
 
 

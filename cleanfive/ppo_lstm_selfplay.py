@@ -1079,6 +1079,7 @@ if __name__ == "__main__":
             if verbose:
                 wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
                 rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
+                rated += f" bots_in_play={matchmaking.bots_in_play()}" if args.bot_ladder else ""  # the ladder's rung
                 print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes

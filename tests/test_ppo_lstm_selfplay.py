@@ -76,6 +76,7 @@ BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
 # a perturbed bot, not a reference: greedy with a random opening of 42 stones (+opening42), so every move at random
 BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--bot-opponents", "greedy+opening42"]}
 BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
+BOT_RUNS |= {"ladder": [*BOT_RUNS["tactical"], "--bot-opponents", "random", "greedy", "--bot-ladder", "0.99"]}
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
@@ -221,6 +222,15 @@ def test_bot_share_anneals_from_bot_fraction_to_bot_fraction_end(driven):
     rising = bot_game_rates(driven, "rising")
     first_update = 8 * 32  # TINY: 8 games x 32 steps
     assert len(rising) >= 3 and min(e.step for e in rising) > first_update, [e.step for e in rising]
+
+
+def test_a_ladder_run_prints_its_rung_with_each_evaluation(driven):
+    """--bot-ladder: the evaluation line says how many training bots the bot games draw from (the learning benchmark
+    tabulates when each joined); here the learner never wins 0.99 of its games against `random`, so one. A run with
+    no ladder prints no rung."""
+    rung = [line.split()[-1] for line in driven["bots", "ladder"][0].stdout.splitlines() if line.startswith("eval ")]
+    assert rung == ["bots_in_play=1"], driven["bots", "ladder"][0].stderr
+    assert "bots_in_play" not in driven["bots", "tactical"][0].stdout
 
 
 def bot_game_rates(driven, name):

@@ -188,6 +188,18 @@ def test_over_seeds_spread_counts_only_seeds_with_a_value():
     assert over_seeds([float("nan"), float("nan")]) == "not reached (0/2)"
 
 
+def test_a_ladder_runs_eval_line_gives_its_rung_and_its_bots():
+    from provenance import eval_row
+
+    line = "eval time=9.5s global_step=4096 trueskill_mu=1.20 sigma=0.80 win_vs_random=0.50 bots_in_play=2"
+    assert eval_row(line) == {"time": 9.5, "step": 4096, "mu": 1.2, "random": 0.5, "bots_in_play": 2}
+    assert "bots_in_play" not in eval_row(line.removesuffix(" bots_in_play=2"))
+    ladder_bots = benchmark("ppo_lstm_selfplay_learning").ladder_bots
+    extra = ["--bot-opponents", "random", "vmas_ai50", "--bot-ladder", "0.5", "--save-model"]
+    assert ladder_bots(extra) == ["random", "vmas_ai50"]
+    assert ladder_bots(extra[:3]) == [] and ladder_bots(extra[3:]) == []  # no ladder; the world's own bots
+
+
 def in_process(cmd):
     """`cmd` ([python, benchmark/<name>.py, *flags]) run in this process, from the repository's root, as a fresh
     interpreter would run it but without its 3 s of imports: a CompletedProcess with the exit code, stdout and
