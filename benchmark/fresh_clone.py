@@ -19,6 +19,7 @@ import provenance as pv
 PARSER = pv.parser(__file__, __doc__, extra=False)
 PARSER.add_argument("--rounds", type=int, default=2, help="fresh clones timed to the main job's first update")
 PARSER.add_argument("--tests", action="store_true", help="also time bash .ci/run in a fresh clone")
+PARSER.add_argument("--block", default="fresh_clone", help="the speed page's block to write (one per machine type)")
 MAIN = ["uv", "run", "python", "cleanfive/ppo_lstm_selfplay.py"]
 QUIET_LOAD = 0.5  # 1-minute load average under which a timed run starts
 
@@ -85,4 +86,4 @@ if __name__ == "__main__":
     table += ["|---:|---|---|---:|", *rows]
     print("\n".join(table))
     if not args.no_docs:
-        pv.write_block(pv.ROOT / "docs" / "speed.md", "fresh_clone", "\n".join(table))
+        pv.write_block(pv.ROOT / "docs" / "speed.md", args.block, "\n".join(table))
