@@ -132,6 +132,18 @@ def ladder_bots(extra: list[str]) -> list[str]:
     return list(itertools.takewhile(lambda x: not x.startswith("--"), extra[extra.index("--bot-opponents") + 1 :]))
 
 
+def stopped_by_budget(found: dict[int, dict | None], extra: list[str]) -> list[str]:
+    """The seeds of a --save-model run that the budget stopped before they saved their model ("seed 1 at 9.04M
+    steps"): their "final" rows are their last evaluation and they have no final table."""
+    if "--save-model" not in extra:
+        return []
+    return [
+        f"seed {s} at {run['rows'][-1]['step'] / 1e6:.2f}M steps"
+        for s, run in found.items()
+        if run and run["rows"] and "model" not in run
+    ]
+
+
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
     """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags; else, unless
     --from-results, run it and keep it (so that one table can span sittings)."""
@@ -212,6 +224,8 @@ def main() -> None:
     ]:
         lines.append(f"| {label} | " + " | ".join(f"{v:.0f}" if v > 10 else f"{v:.2f}" for v in values) + " | |")
     lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
+    stopped = stopped_by_budget(found, args.extra)
+    lines += ["", f"Stopped by the budget before the end, no final table: {', '.join(stopped)}."] if stopped else []
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
     if finals and args.env_id in board_table.BOARD_ENV_IDS:  # every reference, held-out ones included
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]

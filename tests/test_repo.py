@@ -200,6 +200,14 @@ def test_a_ladder_runs_eval_line_gives_its_rung_and_its_bots():
     assert ladder_bots(extra[:3]) == [] and ladder_bots(extra[3:]) == []  # no ladder; the world's own bots
 
 
+def test_the_learning_benchmark_names_the_seeds_its_budget_stopped():
+    stopped_by_budget = benchmark("ppo_lstm_selfplay_learning").stopped_by_budget
+    rows = [{"step": 393216}, {"step": 9043968}]
+    found = {1: {"rows": rows}, 2: {"rows": rows, "model": "runs/x/model.pt"}, 3: None, 4: {"rows": []}}
+    assert stopped_by_budget(found, ["--save-model"]) == ["seed 1 at 9.04M steps"]
+    assert stopped_by_budget(found, []) == []  # without --save-model no run saves a model: none is told apart
+
+
 def in_process(cmd):
     """`cmd` ([python, benchmark/<name>.py, *flags]) run in this process, from the repository's root, as a fresh
     interpreter would run it but without its 3 s of imports: a CompletedProcess with the exit code, stdout and
