@@ -9,16 +9,17 @@ of ppo_lstm_selfplay.py holds its final evaluation); first update = seconds from
 wall = the whole process.
 
 Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), c4-ladder (Connect Four with half of
-its games against lookahead, search1 and search2: the bots' share of the work), gridnet, impala and guidance (the other
-scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or ``--baseline-dir``;
-PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's ppo_lstm_selfplay.py in one process
-(A) against two processes under ``torchrun --nproc_per_node 2`` (B), ``--num-envs`` per process (B plays twice the
-games, as many updates), OMP_NUM_THREADS=1 in both; skipped while the script has no torchrun support. cleanrl and
-microrts, with ``--peers DIR`` holding their checkouts DIR/cleanrl and DIR/MicroRTS-Py, each with its .venv (the
-recipe is on the docs page): CleanRL's ppo_atari_envpool.py (Breakout-v5, 8 envs) against cleanba_impala.py at its
-defaults, and MicroRTS-Py's experiments/ppo_gridnet.py against ppo_gridnet_masked.py, both with 8 bot and 16
-self-play environments. Writes the table into docs/speed.md and keeps each case's runs in
-benchmark/results/speed/<case>.json, from which ``--from-results`` remakes it.
+its games against lookahead, search1 and search2: the bots' share of the work), football (VMAS football, issue 51's
+recipe: 256 games, 16 minibatches, half of the games against VMAS's scripted team's ladder), gridnet, impala and
+guidance (the other scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or
+``--baseline-dir``; PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's
+ppo_lstm_selfplay.py in one process (A) against two processes under ``torchrun --nproc_per_node 2`` (B),
+``--num-envs`` per process (B plays twice the games, as many updates), OMP_NUM_THREADS=1 in both; skipped while the
+script has no torchrun support. cleanrl and microrts, with ``--peers DIR`` holding their checkouts DIR/cleanrl and
+DIR/MicroRTS-Py, each with its .venv (the recipe is on the docs page): CleanRL's ppo_atari_envpool.py (Breakout-v5,
+8 envs) against cleanba_impala.py at its defaults, and MicroRTS-Py's experiments/ppo_gridnet.py against
+ppo_gridnet_masked.py, both with 8 bot and 16 self-play environments. Writes the table into docs/speed.md and keeps
+each case's runs in benchmark/results/speed/<case>.json, from which ``--from-results`` remakes it.
 
 With ``--gpu`` (on a machine with CUDA), each case that trains one script of this tree (c4, lane, gridnet, impala,
 guidance, and impala-wide: cleanba_impala.py with 64 environments over 4 actor threads) runs that script on the CPU
@@ -52,6 +53,8 @@ import provenance as pv
 DOC = pv.ROOT / "docs" / "speed.md"
 SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
 LADDER = ["--bot-opponents", "lookahead", "search1", "search2"]  # issue 40's upper recipe's bot opponents
+FOOTBALL = ["--env-id", "VmasFootball-v0", "--num-envs", "256", "--num-minibatches", "16", "--bot-ladder", "0.5"]
+FOOTBALL += ["--bot-ladder-top", "2", "--bot-opponents", "random", "vmas_ai25", "vmas_ai50", "vmas_ai75", "vmas_ai"]
 LANE = ["--num-heroes", "5", "--num-envs", "64"]  # the lane world's defaults until 2026-11-26, as measured since
 NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
 PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]
@@ -61,6 +64,7 @@ CASES = {
     "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
     "c4-ladder": ("ppo_lstm_selfplay.py", [*SELFPLAY, *LADDER], 64 * 64, 3),  # half of the games against bots
     "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *LANE, *SELFPLAY], 64 * 64, 3),
+    "football": ("ppo_lstm_selfplay.py", [*FOOTBALL, *SELFPLAY], 256 * 64, 4),
     "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
     "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
     "impala-wide": ("cleanba_impala.py", ["--save-every", "0", *WIDE], 64 * 32, 20),

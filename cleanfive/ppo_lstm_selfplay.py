@@ -15,7 +15,6 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 from PIL import Image
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
@@ -247,7 +246,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def packed_lstm(lstm, hidden, t, b, done, lstm_state):
-    """The LSTM over each hero's active steps in one packed call; a sequence is one hero's active steps
+    """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
     between two game ends. hidden (K, features): the K active hero-steps, hero by hero in time order, step t
     (K,) of hero b (K,); done (T, B): a game ended before the step; lstm_state ((1, B, H), (1, B, H)) before
     step 0. A sequence starts from its hero's carried state, or from zero after a game end; a hero's last
@@ -259,7 +258,9 @@ def packed_lstm(lstm, hidden, t, b, done, lstm_state):
     (t, b) are (0, 0), (1, 0), (3, 0), (1, 1), (2, 1); they form Q = 3 sequences: steps 0-1 of hero 0 from its
     carried state, step 3 of hero 0 from zero (a game ended before it), steps 1-2 of hero 1 from its carried
     state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
-    last active step). A test checks this example, and the whole against one step at a time.
+    last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
+    outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
+    against one step at a time.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -273,13 +274,18 @@ def packed_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-    packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
-    out, (h_seq, c_seq) = lstm(packed, initial)  # h_seq, c_seq: (1, Q, H), each sequence's last state
+    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the zeros
+    # after a sequence's end never reach its outputs, but its state after the call is its last only if it is longest
+    out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
     last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
+    for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
+        q = (last & (lengths == length)).nonzero().squeeze(1)
+        _, (h_q, c_q) = lstm(padded[:length, q], (initial[0][:, q], initial[1][:, q]))
+        h_seq, c_seq = h_seq.index_copy(1, q, h_q), c_seq.index_copy(1, q, c_q)
     hero = owner[last]
     kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
     h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
-    return pad_packed_sequence(out)[0][position, seq], (h, c)
+    return out[position, seq], (h, c)
 
 
 class Agent(nn.Module):
@@ -350,7 +356,7 @@ class Agent(nn.Module):
                 out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
                 outputs.append(out)
             return torch.cat(outputs).flatten(0, 1), (h, c)
-        # else one packed LSTM call over the active hero-steps (packed_lstm); other states carry or reset
+        # else one padded LSTM call over the active hero-steps (packed_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         if not active.any():
             return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
