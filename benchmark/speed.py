@@ -64,7 +64,8 @@ CASES = {
     "c4": ("ppo_lstm_selfplay.py", SELFPLAY, 64 * 64, 4),
     "c4-ladder": ("ppo_lstm_selfplay.py", [*SELFPLAY, *LADDER], 64 * 64, 3),  # half of the games against bots
     "lane": ("ppo_lstm_selfplay.py", ["--env-id", "Moba5v5-v0", *LANE, *SELFPLAY], 64 * 64, 3),
-    "football": ("ppo_lstm_selfplay.py", [*FOOTBALL, *SELFPLAY], 256 * 64, 4),
+    # football: 24 updates, as its games last up to 500 steps: the first 8 updates are self-play of every hero only
+    "football": ("ppo_lstm_selfplay.py", [*FOOTBALL, *SELFPLAY], 256 * 64, 24),
     "gridnet": ("ppo_gridnet_masked.py", NO_EVAL, 4 * 256, 10),
     "impala": ("cleanba_impala.py", ["--save-every", "0"], 16 * 32, 60),
     "impala-wide": ("cleanba_impala.py", ["--save-every", "0", *WIDE], 64 * 32, 20),
