@@ -1,9 +1,10 @@
 """Where each script's training time goes, and whether it is bound by arithmetic or by overhead: the GFLOP/s its
 network achieves against this machine's own peak.
 
-Each case of benchmark/speed.py that trains one script of this tree (c4, lane, gridnet, impala, guidance) runs that
-script's ``__main__`` twice, each time in a fresh process and an empty folder, at the case's flags, told to train
-``--updates`` + 1 updates (so that the final evaluation of ppo_lstm_selfplay.py never comes) and stopped earlier:
+Each case of benchmark/speed.py that trains one script of this tree (c4, lane, gridnet, impala, guidance; football
+when named) runs that script's ``__main__`` twice, each time in a fresh process and an empty folder, at the case's
+flags, told to train ``--updates`` + 1 updates (so that the final evaluation of ppo_lstm_selfplay.py never comes)
+and stopped earlier:
 
 1. timed, stopped after ``--updates`` updates: the steady steps/s between the first and the last-but-one update,
    measured as benchmark/speed.py does (at the ``charts/SPS`` events); those updates split into the rollout (from
@@ -19,6 +20,8 @@ Achieved GFLOP/s = FLOPs per step x steps/s. Writes the table into docs/speed.md
 benchmark/results/profile/<case>.json, from which ``--from-results`` remakes it.
 
     uv run --all-extras python benchmark/update_profile.py
+    uv run --all-extras python benchmark/update_profile.py --cases football --block profile-football \\
+        --results benchmark/results/profile_football
 """
 
 import json
@@ -34,10 +37,13 @@ from concurrent.futures import ProcessPoolExecutor
 import provenance as pv
 import speed
 
-CASES = ["c4", "lane", "gridnet", "impala", "guidance"]
+CASES = ["c4", "lane", "gridnet", "impala", "guidance", "football"]
 ARITHMETIC = ("mm", "conv", "rnn_layer")  # the ops whose names hold these do the counted FLOPs
 PARSER = pv.parser(__file__, __doc__, extra=False, results="profile")
-PARSER.add_argument("--cases", nargs="+", choices=CASES, default=CASES, help="cases to profile")
+PARSER.add_argument(
+    "--cases", nargs="+", choices=CASES, default=CASES[:-1], help="cases to profile (default: all but football)"
+)
+PARSER.add_argument("--block", default="profile", help="docs block to write in docs/speed.md")
 PARSER.add_argument("--updates", type=int, help="updates of the timed run (default: the case's own in speed.py)")
 
 
@@ -194,7 +200,7 @@ def main() -> None:
     args = PARSER.parse_args()
     pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (two for the speed, one profiled)")
     if not args.no_docs:
-        pv.markers(speed.DOC, "profile")
+        pv.markers(speed.DOC, args.block)
     started, load_start = time.time(), os.getloadavg()[0]
     if args.from_results:
         settings = {case: args.updates or speed.CASES[case][3] for case in args.cases}
@@ -226,7 +232,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if not args.no_docs:
-        pv.write_block(speed.DOC, "profile", table)
+        pv.write_block(speed.DOC, args.block, table)
 
 
 if __name__ == "__main__":
