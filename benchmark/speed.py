@@ -10,10 +10,10 @@ wall = the whole process.
 
 Cases: c4 and lane (ppo_lstm_selfplay.py on Connect Four and on Moba5v5-v0), c4-ladder (Connect Four with half of
 its games against lookahead, search1 and search2: the bots' share of the work), football (VMAS football, issue 51's
-recipe: 256 games, 16 minibatches, half of the games against VMAS's scripted team's ladder), gridnet, impala and
-guidance (the other scripts at their defaults): A is the script of ``--baseline`` (a ``git worktree`` of it, or
-``--baseline-dir``; PYTHONPATH that checkout), B the same script of this tree. torchrun: this tree's
-ppo_lstm_selfplay.py in one process (A) against two processes under ``torchrun --nproc_per_node 2`` (B),
+recipe: 256 games, 16 minibatches, half of the games against VMAS's scripted team's ladder; only when named),
+gridnet, impala and guidance (the other scripts at their defaults): A is the script of ``--baseline`` (a ``git
+worktree`` of it, or ``--baseline-dir``; PYTHONPATH that checkout), B the same script of this tree. torchrun: this
+tree's ppo_lstm_selfplay.py in one process (A) against two processes under ``torchrun --nproc_per_node 2`` (B),
 ``--num-envs`` per process (B plays twice the games, as many updates), OMP_NUM_THREADS=1 in both; skipped while the
 script has no torchrun support. cleanrl and microrts, with ``--peers DIR`` holding their checkouts DIR/cleanrl and
 DIR/MicroRTS-Py, each with its .venv (the recipe is on the docs page): CleanRL's ppo_atari_envpool.py (Breakout-v5,
@@ -82,7 +82,10 @@ LEAGUE = "gym-microrts-static-files"
 IDLE_LOAD = 0.5  # the 1-minute load average below which a run starts
 PARSER = pv.parser(__file__, __doc__, extra=False, results="speed")
 GPU_CASES = ["c4", "lane", "gridnet", "impala", "guidance", "impala-wide"]  # --gpu: one script of this tree
-PARSER.add_argument("--cases", nargs="+", choices=list(CASES), help="cases to run (default: all but impala-wide)")
+NAMED_ONLY = ("impala-wide", "football")  # cases that run only when named
+PARSER.add_argument(
+    "--cases", nargs="+", choices=list(CASES), help="cases to run (default: all but impala-wide and football)"
+)
 PARSER.add_argument("--rounds", type=int, default=2, help="runs of each command, alternating")
 PARSER.add_argument("--updates", type=int, help="updates of A per run (default: each case's own)")
 PARSER.add_argument("--baseline", default="0736919", help="the earlier commit that the scripts are compared with")
@@ -283,7 +286,7 @@ def main() -> None:
     args = PARSER.parse_args()
     pv.check(args.updates is None or args.updates >= 3, "--updates must be 3 or more (the last one is left out)")
     block = args.block or ("speed-gpu" if args.gpu else "speed")
-    args.cases = args.cases or (GPU_CASES[:-1] if args.gpu else [c for c in CASES if c != "impala-wide"])
+    args.cases = args.cases or (GPU_CASES[:-1] if args.gpu else [c for c in CASES if c not in NAMED_ONLY])
     wrong = sorted(set(args.cases) - set(GPU_CASES)) if args.gpu else []
     pv.check(not wrong, f"--gpu measures one script of this tree per case; drop {' '.join(wrong)} from --cases")
     if args.gpu:
