@@ -245,7 +245,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-def packed_lstm(lstm, hidden, t, b, done, lstm_state):
+def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
     between two game ends. hidden (K, features): the K active hero-steps, hero by hero in time order, step t
     (K,) of hero b (K,); done (T, B): a game ended before the step; lstm_state ((1, B, H), (1, B, H)) before
@@ -356,14 +356,14 @@ class Agent(nn.Module):
                 out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
                 outputs.append(out)
             return torch.cat(outputs).flatten(0, 1), (h, c)
-        # else one padded LSTM call over the active hero-steps (packed_lstm); other states carry or reset
+        # else one padded LSTM call over the active hero-steps (padded_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         if not active.any():
             return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
         t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
         order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
         t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-        outputs[t, b], lstm_state = packed_lstm(self.lstm, hidden, t, b, done, lstm_state)
+        outputs[t, b], lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state)
         return outputs.flatten(0, 1), lstm_state
 
     def get_value(self, x, lstm_state, done, active):

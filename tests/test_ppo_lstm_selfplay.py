@@ -463,7 +463,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
 
 
 def test_packed_lstm_does_what_its_docstring_example_says(script):
-    """packed_lstm's worked example: two heroes, four steps; three sequences, each from the state its docstring
+    """padded_lstm's worked example: two heroes, four steps; three sequences, each from the state its docstring
     names, and the states carried out (hero 1's reset by the game end after its last active step)."""
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(3, 4)
@@ -471,7 +471,7 @@ def test_packed_lstm_does_what_its_docstring_example_says(script):
     done[2, 0] = done[3, 1] = 1
     t, b = torch.tensor([0, 1, 3, 1, 2]), torch.tensor([0, 0, 0, 1, 1])
     hidden, state = torch.randn(5, 3), (torch.randn(1, 2, 4), torch.randn(1, 2, 4))
-    out, (h, c) = script.packed_lstm(lstm, hidden, t, b, done, state)
+    out, (h, c) = script.padded_lstm(lstm, hidden, t, b, done, state)
     zero = (torch.zeros(1, 1, 4), torch.zeros(1, 1, 4))
     first, _ = lstm(hidden[:2, None], tuple(s[:, :1] for s in state))  # hero 0, steps 0-1: its carried state
     second, (h0, c0) = lstm(hidden[2:3, None], zero)  # hero 0, step 3: zero, a game ended before it
