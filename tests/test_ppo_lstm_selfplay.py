@@ -441,7 +441,7 @@ def one_step_at_a_time(agent, x, state, done, active):
 )
 def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, T, waiting, ends):
     """get_states runs the LSTM over stretches of steps without a reset in one call where every team acts, and
-    otherwise over each hero's active steps between game ends as one packed call; both must equal one step at a
+    otherwise over each hero's active steps between game ends as one padded call; both must equal one step at a
     time over everyone, where a waiting hero's state carries over, in outputs, final states and gradients."""
     torch.manual_seed(0)
     teams, N, obs_size = 6, 2, 5
@@ -462,7 +462,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
 
 
-def test_packed_lstm_does_what_its_docstring_example_says(script):
+def test_padded_lstm_does_what_its_docstring_example_says(script):
     """padded_lstm's worked example: two heroes, four steps; three sequences, each from the state its docstring
     names, and the states carried out (hero 1's reset by the game end after its last active step)."""
     torch.manual_seed(0)
