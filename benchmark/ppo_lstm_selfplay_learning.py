@@ -9,6 +9,8 @@ TrueSkill reached. A run that ends and saves its model (``-- --save-model``) pla
 (win, draw and loss rates). A kept run whose model has no final table yet gets it. Writes a plot and the
 tables into docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless --no-docs.
 ``--script-at`` trains the script of an earlier commit instead: a change's own effect, side by side.
+``--resumable`` writes a checkpoint at each evaluation: run the command again and a seed that was stopped midway
+goes on from its last one (the table names it: a world that cannot save its state restarts the games in flight).
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
@@ -24,10 +26,13 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 
 import board_table
 import numpy as np
 import provenance as pv
+
+from cleanfive.envs.teams import world_defaults
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
@@ -54,6 +59,9 @@ WORLDS = {
     ),
 }
 PARSER = pv.parser(__file__, __doc__, results="learning")
+EVAL_EVERY = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # the extra flags' --eval-every, if any
+EVAL_EVERY.add_argument("--eval-every", type=int)
+SO_FAR = ("checkpoint", "rows", "ratings", "resumed", "started")  # what --resumable keeps of a run in flight
 PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
 PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
 PARSER.add_argument("--minutes", type=float, default=30.0, help="budget per seed, on --clock")
@@ -61,27 +69,70 @@ PARSER.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cp
 PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")
 PARSER.add_argument("--block", help="docs block (and plot) to write, if not the world's own: a variant's results")
 PARSER.add_argument("--script-at", metavar="COMMIT", help="train the script as of COMMIT (with this tree's worlds)")
+PARSER.add_argument(
+    "--resumable",
+    action="store_true",
+    help="checkpoint at each evaluation: run again, a stopped seed goes on from there",
+)
 PARSER.add_argument("--final-games", type=int, default=512, help="the final table's games per reference")
 
 
-def run_seed(seed: int, args: argparse.Namespace) -> dict:
+def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) -> dict:
     """Run one seed for ``--minutes`` of ``--clock``; its evaluations (``rows``: wall and CPU seconds, step, mu, load,
-    win rates) and the references' ratings it printed at the start (``ratings``)."""
+    win rates) and the references' ratings it printed at the start (``ratings``). With ``--resumable`` the script
+    writes a checkpoint at each evaluation and ``so_far`` keeps the rows: run again (the same ``identity``: flags,
+    budget, code), a seed that was stopped (a machine's restart, a session's end) goes on from its last checkpoint,
+    its rows and clocks from there (``resumed``: the steps it went on from; what ran after them is not counted)."""
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
-    rows, ratings, model, start = [], {}, None, time.time()
+    rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
+    checkpoint, resumed, started = None, [], pv.now()
+    if args.resumable:  # a checkpoint at each evaluation, written just after it
+        cmd[-1] = str(
+            EVAL_EVERY.parse_known_args(args.extra)[0].eval_every or world_defaults(args.env_id)["eval_every"]
+        )
+        kept = pv.load_kept(so_far, **identity)
+        if kept and Path(kept["checkpoint"]).exists():  # (the script takes the run's flags from its checkpoint)
+            checkpoint, rows, ratings, resumed, started = (kept[k] for k in SO_FAR)
+            cmd += ["--resume", checkpoint]
     for line, cpu in pv.stream([*cmd, *args.extra], 1 if args.jobs > 1 else None):
         model = line.removeprefix("model saved to ") if line.startswith("model saved to ") else model
         if line.startswith("reference ratings: "):
             ratings = ast.literal_eval(line.removeprefix("reference ratings: "))
+        if line.startswith("resumed from "):  # "... (global_step G)": the evaluations after G are played again
+            step = int(line.rsplit("global_step ", 1)[1].rstrip(")"))
+            rows, resumed = [row for row in rows if row["step"] <= step], [*resumed, step]
+            offset = {key: rows[-1][key] if rows else 0.0 for key in offset}
+            print(f"  seed {seed}: resumed at step {step:,}", flush=True)
         if line.startswith("eval "):
-            rows.append(pv.eval_row(line) | {"cpu": cpu, "load": os.getloadavg()[0]})
+            row = pv.eval_row(line)
+            row |= {
+                "time": round(row["time"] + offset["time"], 1),
+                "cpu": cpu + offset["cpu"],
+                "load": os.getloadavg()[0],
+            }
+            rows.append(row)
             print(f"  seed {seed}: {line}", flush=True)
-        if (cpu if args.clock == "cpu" else time.time() - start) > args.minutes * 60:
+            if args.resumable:  # the folder of this sitting's run (it keeps its name when resumed) holds the checkpoint
+                checkpoint = checkpoint or str(newest_run(args.env_id, seed, start) / "checkpoint.pt")
+                pv.keep(
+                    so_far, identity | dict(zip(SO_FAR, (checkpoint, rows, ratings, resumed, started), strict=True))
+                )
+        if (cpu + offset["cpu"] if args.clock == "cpu" else time.time() - start + offset["time"]) > args.minutes * 60:
             break
-    if model is None:  # (stopped by the budget before it saved its model)
-        return {"rows": rows, "ratings": ratings}
-    return {"rows": rows, "ratings": ratings, "model": model, "final": final_table(model, seed, args)}
+    run = {"rows": rows, "ratings": ratings} | ({"resumed": resumed, "started": started} if resumed else {})
+    if model is not None:  # (else stopped by the budget before it saved its model)
+        run |= {"model": model, "final": final_table(model, seed, args)}
+    so_far.unlink(missing_ok=True)
+    return run
+
+
+def newest_run(env_id: str, seed: int, since: float) -> Path:
+    """The folder under runs/ of the newest run of ``seed`` in ``env_id`` made since ``since`` (a time)."""
+    runs = (pv.ROOT / "runs").glob(f"{env_id}__*__{seed}__*")
+    found = [d for d in runs if d.stat().st_mtime >= since - 1]  # (a file's time lags the clock by a tick)
+    pv.check(bool(found), f"no runs/{env_id}__*__{seed}__* folder since the run started: where is its checkpoint?")
+    return max(found, key=lambda d: d.stat().st_mtime)
 
 
 def final_table(model: str, seed: int, args: argparse.Namespace) -> dict:
@@ -144,6 +195,17 @@ def stopped_by_budget(found: dict[int, dict | None], extra: list[str]) -> list[s
     ]
 
 
+def resumed_seeds(found: dict[int, dict | None]) -> list[str]:
+    """The seeds that went on from a checkpoint in a later sitting ("seed 3 at step 8,257,536"): a world that cannot
+    save its state (football) restarts the games in flight there, so such a run is not the one an unbroken run
+    would have been."""
+    return [
+        f"seed {s} at step {', '.join(f'{step:,}' for step in run['resumed'])}"
+        for s, run in found.items()
+        if run and run.get("resumed")
+    ]
+
+
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
     """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags; else, unless
     --from-results, run it and keep it (so that one table can span sittings)."""
@@ -152,7 +214,9 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
     expected |= {"script_at": args.script_at} if args.script_at else {}  # (absent from the runs of this tree's script)
     path = args.results / block / f"seed{seed}.json"
     code = (SCRIPT, f"cleanfive/envs/{WORLDS[args.env_id][3]}.py", *MEASURED)
-    run = pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, partial(run_seed, seed, args), code)
+    so_far = path.with_suffix(".so_far.json")  # (--resumable: a stopped run's rows and checkpoint)
+    train = partial(run_seed, seed, args, so_far, expected | {"code": pv.code_version(*code)})
+    run = pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, train, code)
     if run and run.get("model") and "final" not in run:  # (a run kept before its world had a final table)
         run |= {"final": final_table(run["model"], seed, args)}
         pv.keep(path, run)
@@ -226,6 +290,8 @@ def main() -> None:
     lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
     stopped = stopped_by_budget(found, args.extra)
     lines += ["", f"Stopped by the budget before the end, no final table: {', '.join(stopped)}."] if stopped else []
+    if went_on := resumed_seeds(found):
+        lines += ["", f"Went on from a checkpoint in a later sitting (--resumable): {', '.join(went_on)}."]
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
     if finals and args.env_id in board_table.BOARD_ENV_IDS:  # every reference, held-out ones included
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]

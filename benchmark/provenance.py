@@ -297,14 +297,15 @@ def load_kept(path: Path, **expected) -> dict | None:
 def kept_or_run(path: Path, label: str, expected: dict, kept_only: bool, train: Callable, code: tuple) -> dict | None:
     """The result kept in ``path`` if its fields equal ``expected``; else None if ``kept_only``; else ``train()``
     with ``expected``, stamped with the commit of the ``code`` measured, the date, the machine and its load (what
-    :func:`kept_provenance` reads), written atomically: an interrupted benchmark never leaves half a result."""
+    :func:`kept_provenance` reads), written atomically: an interrupted benchmark never leaves half a result (a
+    ``train()`` that went on from an earlier sitting gives that sitting's start)."""
     if (kept := load_kept(path, **expected)) is not None:
         print(f"  {label}: kept from {kept['date']} (commit {kept['code']})", flush=True)
         return kept
     if kept_only:
         return None
     stamp = {"code": code_version(*code), "started": now()}  # the code that trains, before it does
-    result = train() | expected | stamp | {"date": now(), "machine": machine(), "load": os.getloadavg()[0]}
+    result = stamp | train() | expected | {"date": now(), "machine": machine(), "load": os.getloadavg()[0]}
     keep(path, result)
     return result
 

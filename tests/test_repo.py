@@ -3,6 +3,7 @@
 import contextlib
 import importlib
 import io
+import json
 import math
 import os
 import re
@@ -206,6 +207,55 @@ def test_the_learning_benchmark_names_the_seeds_its_budget_stopped():
     found = {1: {"rows": rows}, 2: {"rows": rows, "model": "runs/x/model.pt"}, 3: None, 4: {"rows": []}}
     assert stopped_by_budget(found, ["--save-model"]) == ["seed 1 at 9.04M steps"]
     assert stopped_by_budget(found, []) == []  # without --save-model no run saves a model: none is told apart
+
+
+def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
+    """--resumable: the first sitting is stopped after its second evaluation, whose checkpoint was not yet written;
+    the second goes on from the first one's (global_step 2048), drops the kept evaluation after it, adds the clocks
+    of the first evaluation to its own and keeps the first sitting's start; the kept rows go once the run has ended."""
+    bench = benchmark("ppo_lstm_selfplay_learning")
+    args = bench.PARSER.parse_args(["--seeds", "1", "--resumable", "--", "--eval-every", "2", "--save-model"])
+    checkpoint = tmp_path / "runs" / "ConnectFour-v1__x__1__7" / "checkpoint.pt"
+    so_far, identity = tmp_path / "seed1.so_far.json", {"seed": 1, "extra": args.extra, "code": "abc1234"}
+    first = [("eval time=10.0s global_step=2048 trueskill_mu=1.00 sigma=2.00 win_vs_random=0.50", 8.0)]
+    first += [("eval time=20.0s global_step=4096 trueskill_mu=2.00 sigma=1.90 win_vs_random=0.60", 16.0)]
+    second = [("resumed from x at update 2 (global_step 2048)", 1.0)]
+    second += [("eval time=11.0s global_step=4096 trueskill_mu=3.00 sigma=1.80 win_vs_random=0.70", 9.0)]
+    second += [("model saved to runs/m.cleanfive_model", 10.0)]
+    first += [("stop", None)]  # killed before the second evaluation's checkpoint
+    commands = []
+
+    def sitting(lines):
+        def stream(cmd, threads):  # as the script: its run's folder from the start, a checkpoint after each evaluation
+            commands.append(cmd)
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            for line, cpu in lines:
+                if line == "stop":
+                    raise KeyboardInterrupt
+                yield line, cpu
+                if cpu == 8.0:
+                    checkpoint.write_text("the checkpoint of global_step 2048")
+
+        return stream
+
+    monkeypatch.setattr(bench.pv, "ROOT", tmp_path)
+    monkeypatch.setattr(bench, "final_table", lambda model, seed, args: {"games": 8})
+    monkeypatch.setattr(bench.pv, "stream", sitting(first))
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_seed(1, args, so_far, identity)
+    kept = json.loads(so_far.read_text())
+    assert [row["step"] for row in kept["rows"]] == [2048, 4096] and kept["checkpoint"] == str(checkpoint)
+    monkeypatch.setattr(bench.pv, "stream", sitting(second))
+    run = bench.run_seed(1, args, so_far, identity)
+    assert commands[0][commands[0].index("--save-every") + 1] == "2" and "--resume" not in commands[0]
+    assert commands[1][commands[1].index("--resume") + 1] == str(checkpoint)
+    assert [(row["step"], row["time"], row["cpu"], row["mu"]) for row in run["rows"]] == [
+        (2048, 10.0, 8.0, 1.0),
+        (4096, 21.0, 17.0, 3.0),  # the second sitting's clocks after those of the checkpoint's evaluation
+    ]
+    assert run["resumed"] == [2048] and run["started"] == kept["started"] and run["final"] == {"games": 8}
+    assert not so_far.exists()
+    assert bench.resumed_seeds({1: run, 2: None, 3: {"rows": []}}) == ["seed 1 at step 2,048"]
 
 
 def in_process(cmd):
