@@ -80,9 +80,10 @@ PARSER.add_argument("--final-games", type=int, default=512, help="the final tabl
 def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) -> dict:
     """Run one seed for ``--minutes`` of ``--clock``; its evaluations (``rows``: wall and CPU seconds, step, mu, load,
     win rates) and the references' ratings it printed at the start (``ratings``). With ``--resumable`` the script
-    writes a checkpoint at each evaluation and ``so_far`` keeps the rows: run again (the same ``identity``: flags,
-    budget, code), a seed that was stopped (a machine's restart, a session's end) goes on from its last checkpoint,
-    its rows and clocks from there (``resumed``: the steps it went on from; what ran after them is not counted)."""
+    writes a checkpoint at each evaluation and ``so_far`` keeps the rows (git ignores it: it names a local file):
+    run again (the same ``identity``: flags, budget, code), a seed that was stopped (a machine's restart, a
+    session's end) goes on from its last checkpoint, its rows and clocks from there (``resumed``: the steps it
+    went on from; what ran after them before the stop is not counted)."""
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
