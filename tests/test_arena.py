@@ -541,7 +541,9 @@ def test_browser_lane_ticks_with_keys(models, browser, arena_server):
     state = wait_for(browser, lambda s: s["moves"].count(1) >= 4)
     ActionChains(browser).key_up("d").key_down("w").perform()
     state = wait_for(browser, lambda s: s["moves"][-1] == 3)  # move_N
-    assert "W A S D" in browser.find_element(By.CSS_SELECTOR, "#keys td.held").text  # the legend shows the key held
+    # the legend shows the key held (read in one call: the legend is drawn again at each tick, which leaves an element
+    # found in one call stale in the next)
+    assert "W A S D" in browser.execute_script("return document.querySelector('#keys td.held').innerText")
     state, status = browser.execute_script("return [window.arena.state, document.getElementById('status').textContent]")
     seconds = state["world"]["seconds_per_step"]  # the game clock as the world describes it
     assert status.startswith(f"{state['t'] * seconds:.1f} s of {state['world']['max_steps'] * seconds:g} ·")
