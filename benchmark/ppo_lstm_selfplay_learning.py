@@ -88,10 +88,12 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
     checkpoint, resumed, started = None, [], pv.now()
-    if args.resumable:  # a checkpoint at each evaluation, written just after it
+    if args.resumable:  # a checkpoint at each evaluation, written just after it, in a run folder named by the block
         cmd[-1] = str(
             EVAL_EVERY.parse_known_args(args.extra)[0].eval_every or world_defaults(args.env_id)["eval_every"]
         )
+        exp_name = f"{SCRIPT.stem}__{so_far.parent.name}"  # (another block's run of this seed is not ours)
+        cmd += ["--exp-name", exp_name]
         kept = pv.load_kept(so_far, **identity)
         if kept and Path(kept["checkpoint"]).exists():  # (the script takes the run's flags from its checkpoint)
             checkpoint, rows, ratings, resumed, started = (kept[k] for k in SO_FAR)
@@ -115,7 +117,9 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
             rows.append(row)
             print(f"  seed {seed}: {line}", flush=True)
             if args.resumable:  # the folder of this sitting's run (it keeps its name when resumed) holds the checkpoint
-                checkpoint = checkpoint or str(newest_run(args.env_id, seed, start) / "checkpoint.pt")
+                checkpoint = checkpoint or str(
+                    newest_run(f"{args.env_id}__{exp_name}__{seed}", start) / "checkpoint.pt"
+                )
                 pv.keep(
                     so_far, identity | dict(zip(SO_FAR, (checkpoint, rows, ratings, resumed, started), strict=True))
                 )
@@ -128,11 +132,10 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     return run
 
 
-def newest_run(env_id: str, seed: int, since: float) -> Path:
-    """The folder under runs/ of the newest run of ``seed`` in ``env_id`` made since ``since`` (a time)."""
-    runs = (pv.ROOT / "runs").glob(f"{env_id}__*__{seed}__*")
-    found = [d for d in runs if d.stat().st_mtime >= since - 1]  # (a file's time lags the clock by a tick)
-    pv.check(bool(found), f"no runs/{env_id}__*__{seed}__* folder since the run started: where is its checkpoint?")
+def newest_run(name: str, since: float) -> Path:
+    """The folder under runs/ of the newest run named ``name``__<time> made since ``since`` (a time)."""
+    found = [d for d in (pv.ROOT / "runs").glob(f"{name}__*") if d.stat().st_mtime >= since - 1]  # (1: a tick)
+    pv.check(bool(found), f"no runs/{name}__* folder since the run started: where is its checkpoint?")
     return max(found, key=lambda d: d.stat().st_mtime)
 
 

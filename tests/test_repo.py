@@ -12,6 +12,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -215,8 +216,9 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     of the first evaluation to its own and keeps the first sitting's start; the kept rows go once the run has ended."""
     bench = benchmark("ppo_lstm_selfplay_learning")
     args = bench.PARSER.parse_args(["--seeds", "1", "--resumable", "--", "--eval-every", "2", "--save-model"])
-    checkpoint = tmp_path / "runs" / "ConnectFour-v1__x__1__7" / "checkpoint.pt"
-    so_far, identity = tmp_path / "seed1.so_far.json", {"seed": 1, "extra": args.extra, "code": "abc1234"}
+    checkpoint = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__block__1__7" / "checkpoint.pt"
+    other = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__other__1__9"  # another block's run of seed 1
+    so_far, identity = tmp_path / "block" / "seed1.so_far.json", {"seed": 1, "extra": args.extra, "code": "abc1234"}
     first = [("eval time=10.0s global_step=2048 trueskill_mu=1.00 sigma=2.00 win_vs_random=0.50", 8.0)]
     first += [("eval time=20.0s global_step=4096 trueskill_mu=2.00 sigma=1.90 win_vs_random=0.60", 16.0)]
     second = [("resumed from x at update 2 (global_step 2048)", 1.0)]
@@ -228,7 +230,10 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     def sitting(lines):
         def stream(cmd, threads):  # as the script: its run's folder from the start, a checkpoint after each evaluation
             commands.append(cmd)
+            assert cmd[cmd.index("--exp-name") + 1] == "ppo_lstm_selfplay__block"
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            other.mkdir(exist_ok=True)
+            os.utime(other, (time.time() + 5, time.time() + 5))  # the newest folder of seed 1
             for line, cpu in lines:
                 if line == "stop":
                     raise KeyboardInterrupt
