@@ -81,9 +81,9 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     """Run one seed for ``--minutes`` of ``--clock``; its evaluations (``rows``: wall and CPU seconds, step, mu, load,
     win rates) and the references' ratings it printed at the start (``ratings``). With ``--resumable`` the script
     writes a checkpoint at each evaluation and ``so_far`` keeps the rows (git ignores it: it names a local file):
-    run again (the same ``identity``: flags, budget, code), a seed that was stopped (a machine's restart, a
-    session's end) goes on from its last checkpoint, its rows and clocks from there (``resumed``: the steps it
-    went on from; what ran after them before the stop is not counted)."""
+    run again (the same ``identity``: flags, clock, code; the budget may differ), a seed that was stopped (a
+    machine's restart, a session's end) goes on from its last checkpoint, its rows and clocks from there
+    (``resumed``: the steps it went on from; what ran after them before the stop is not counted)."""
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
@@ -94,7 +94,7 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
         )
         exp_name = f"{SCRIPT.stem}__{so_far.parent.name}"  # (another block's run of this seed is not ours)
         cmd += ["--exp-name", exp_name]
-        kept = pv.load_kept(so_far, **identity)
+        kept = pv.load_kept(so_far, **{k: v for k, v in identity.items() if k != "minutes"})  # (budget: may grow)
         if kept and Path(kept["checkpoint"]).exists():  # (the script takes the run's flags from its checkpoint)
             checkpoint, rows, ratings, resumed, started = (kept[k] for k in SO_FAR)
             cmd += ["--resume", checkpoint]

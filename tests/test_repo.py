@@ -213,12 +213,14 @@ def test_the_learning_benchmark_names_the_seeds_its_budget_stopped():
 def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     """--resumable: the first sitting is stopped after its second evaluation, whose checkpoint was not yet written;
     the second goes on from the first one's (global_step 2048), drops the kept evaluation after it, adds the clocks
-    of the first evaluation to its own and keeps the first sitting's start; the kept rows go once the run has ended."""
+    of the first evaluation to its own and keeps the first sitting's start (its budget may have grown); the kept rows
+    go once the run has ended."""
     bench = benchmark("ppo_lstm_selfplay_learning")
     args = bench.PARSER.parse_args(["--seeds", "1", "--resumable", "--", "--eval-every", "2", "--save-model"])
     checkpoint = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__block__1__7" / "checkpoint.pt"
     other = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__other__1__9"  # another block's run of seed 1
     so_far, identity = tmp_path / "block" / "seed1.so_far.json", {"seed": 1, "extra": args.extra, "code": "abc1234"}
+    identity |= {"minutes": 30.0}
     first = [("eval time=10.0s global_step=2048 trueskill_mu=1.00 sigma=2.00 win_vs_random=0.50", 8.0)]
     first += [("eval time=20.0s global_step=4096 trueskill_mu=2.00 sigma=1.90 win_vs_random=0.60", 16.0)]
     second = [("resumed from x at update 2 (global_step 2048)", 1.0)]
@@ -251,7 +253,7 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     kept = json.loads(so_far.read_text())
     assert [row["step"] for row in kept["rows"]] == [2048, 4096] and kept["checkpoint"] == str(checkpoint)
     monkeypatch.setattr(bench.pv, "stream", sitting(second))
-    run = bench.run_seed(1, args, so_far, identity)
+    run = bench.run_seed(1, args, so_far, identity | {"minutes": 45.0})  # a larger budget for the second sitting
     assert commands[0][commands[0].index("--save-every") + 1] == "2" and "--resume" not in commands[0]
     assert commands[1][commands[1].index("--resume") + 1] == str(checkpoint)
     assert [(row["step"], row["time"], row["cpu"], row["mu"]) for row in run["rows"]] == [
