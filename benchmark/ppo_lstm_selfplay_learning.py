@@ -59,9 +59,6 @@ WORLDS = {
     ),
 }
 PARSER = pv.parser(__file__, __doc__, results="learning")
-EVAL_EVERY = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # the extra flags' --eval-every, if any
-EVAL_EVERY.add_argument("--eval-every", type=int)
-SO_FAR = ("checkpoint", "rows", "ratings", "resumed", "started")  # what --resumable keeps of a run in flight
 PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
 PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
 PARSER.add_argument("--minutes", type=float, default=30.0, help="budget per seed, on --clock")
@@ -75,6 +72,9 @@ PARSER.add_argument(
     help="checkpoint at each evaluation: run again, a stopped seed goes on from there",
 )
 PARSER.add_argument("--final-games", type=int, default=512, help="the final table's games per reference")
+EVAL_EVERY = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # the extra flags' --eval-every, if any
+EVAL_EVERY.add_argument("--eval-every", type=int)
+SO_FAR = ("checkpoint", "rows", "ratings", "resumed", "started")  # what --resumable keeps of a run in flight
 
 
 def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) -> dict:
@@ -85,13 +85,13 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     machine's restart, a session's end) goes on from its last checkpoint, its rows and clocks from there
     (``resumed``: the steps it went on from; what ran after them before the stop is not counted)."""
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
-    cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), "--save-every", "0"]
+    evaluations = EVAL_EVERY.parse_known_args(args.extra)[0].eval_every or world_defaults(args.env_id)["eval_every"]
+    save_every = evaluations if args.resumable else 0  # --resumable: a checkpoint just after each evaluation
+    cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed)]
+    cmd += ["--save-every", str(save_every)]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
     checkpoint, resumed, started = None, [], pv.now()
-    if args.resumable:  # a checkpoint at each evaluation, written just after it, in a run folder named by the block
-        cmd[-1] = str(
-            EVAL_EVERY.parse_known_args(args.extra)[0].eval_every or world_defaults(args.env_id)["eval_every"]
-        )
+    if args.resumable:  # in a run folder named by the block
         exp_name = f"{SCRIPT.stem}__{so_far.parent.name}"  # (another block's run of this seed is not ours)
         cmd += ["--exp-name", exp_name]
         kept = pv.load_kept(so_far, **{k: v for k, v in identity.items() if k != "minutes"})  # (budget: may grow)
