@@ -219,14 +219,14 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     args = bench.PARSER.parse_args(["--seeds", "1", "--resumable", "--", "--eval-every", "2", "--save-model"])
     checkpoint = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__block__1__7" / "checkpoint.pt"
     other = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__other__1__9"  # another block's run of seed 1
-    so_far, identity = tmp_path / "block" / "seed1.so_far.json", {"seed": 1, "extra": args.extra, "code": "abc1234"}
-    identity |= {"minutes": 30.0}
+    so_far = tmp_path / "block" / "seed1.so_far.json"
+    identity = {"seed": 1, "extra": args.extra, "code": "abc1234", "minutes": 30.0}
     first = [("eval time=10.0s global_step=2048 trueskill_mu=1.00 sigma=2.00 win_vs_random=0.50", 8.0)]
     first += [("eval time=20.0s global_step=4096 trueskill_mu=2.00 sigma=1.90 win_vs_random=0.60", 16.0)]
+    first += [("stop", None)]  # killed before the second evaluation's checkpoint
     second = [("resumed from x at update 2 (global_step 2048)", 1.0)]
     second += [("eval time=11.0s global_step=4096 trueskill_mu=3.00 sigma=1.80 win_vs_random=0.70", 9.0)]
     second += [("model saved to runs/m.cleanfive_model", 10.0)]
-    first += [("stop", None)]  # killed before the second evaluation's checkpoint
     commands = []
 
     def sitting(lines):
