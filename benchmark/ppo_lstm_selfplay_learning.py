@@ -90,7 +90,7 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed)]
     cmd += ["--save-every", str(save_every)]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
-    checkpoint, resumed, started = None, [], pv.now()
+    checkpoint, resumed, started, out_of_budget = None, [], pv.now(), False
     if args.resumable:  # in a run folder named by the block
         exp_name = f"{SCRIPT.stem}__{so_far.parent.name}"  # (another block's run of this seed is not ours)
         cmd += ["--exp-name", exp_name]
@@ -123,12 +123,16 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
                 pv.keep(
                     so_far, identity | dict(zip(SO_FAR, (checkpoint, rows, ratings, resumed, started), strict=True))
                 )
-        if (cpu + offset["cpu"] if args.clock == "cpu" else time.time() - start + offset["time"]) > args.minutes * 60:
+        out_of_budget = (cpu + offset["cpu"] if args.clock == "cpu" else time.time() - start + offset["time"]) > (
+            args.minutes * 60
+        )
+        if out_of_budget:
             break
     run = {"rows": rows, "ratings": ratings} | ({"resumed": resumed, "started": started} if resumed else {})
     if model is not None:  # (else stopped by the budget before it saved its model)
         run |= {"model": model, "final": final_table(model, seed, args)}
-    so_far.unlink(missing_ok=True)
+    if not out_of_budget:  # (stopped by the budget, its rows stay: a larger budget can go on from there)
+        so_far.unlink(missing_ok=True)
     return run
 
 

@@ -214,9 +214,10 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     """--resumable: the first sitting is stopped after its second evaluation, whose checkpoint was not yet written;
     the second goes on from the first one's (global_step 2048), drops the kept evaluation after it, adds the clocks
     of the first evaluation to its own and keeps the first sitting's start (its budget may have grown); the kept rows
-    go once the run has ended."""
+    go once the run has ended, and stay when the budget stops a run (a larger one goes on from there)."""
     bench = benchmark("ppo_lstm_selfplay_learning")
-    args = bench.PARSER.parse_args(["--seeds", "1", "--resumable", "--", "--eval-every", "2", "--save-model"])
+    args = bench.PARSER.parse_args(["--seeds", "1", "--clock", "cpu", "--resumable", "--", "--eval-every", "2"])
+    args.extra += ["--save-model"]
     checkpoint = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__block__1__7" / "checkpoint.pt"
     other = tmp_path / "runs" / "ConnectFour-v1__ppo_lstm_selfplay__other__1__9"  # another block's run of seed 1
     so_far = tmp_path / "block" / "seed1.so_far.json"
@@ -262,6 +263,10 @@ def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp
     ]
     assert run["resumed"] == [2048] and run["started"] == kept["started"] and run["final"] == {"games": 8}
     assert not so_far.exists()
+    monkeypatch.setattr(bench.pv, "stream", sitting(first[:1]))
+    args.minutes = 0.1  # 6 s of the run's own clock: stopped by the budget at its first evaluation (8 s)
+    assert "model" not in bench.run_seed(1, args, so_far, identity | {"minutes": 0.1})
+    assert so_far.exists()  # kept: a larger budget goes on from its checkpoint
     assert bench.resumed_seeds({1: run, 2: None, 3: {"rows": []}}) == ["seed 1 at step 2,048"]
 
 
