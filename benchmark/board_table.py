@@ -51,7 +51,8 @@ def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
         pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
     pv.check(env_id in env_ids, f"{path} is a model of {env_id}, not of {' or '.join(env_ids)}")
     state, obs_shape = saved["model"], make_team_env(env_id, 1, 0).obs_shape
-    agent = training_script().Agent(obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
+    sizes = (obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
+    agent = training_script().Agent(*sizes, saved["args"].get("lstm_skip", False))  # (none before --lstm-skip)
     agent.load_state_dict(state)
     return agent.eval(), saved
 

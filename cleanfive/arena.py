@@ -62,7 +62,8 @@ def load_model(path: str) -> Model:
         if script != SCRIPT:
             raise ValueError(f"it was written by {script}, not {SCRIPT}")
         env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
-        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"])
+        lstm_skip = saved["args"].get("lstm_skip", False)  # (a file from before --lstm-skip has none)
+        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], lstm_skip)
         agent.load_state_dict(saved["model"])
     except Exception as exc:
         if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code

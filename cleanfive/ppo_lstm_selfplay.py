@@ -66,6 +66,7 @@ class Args:
     target_kl: float | None = None  # the target KL divergence threshold
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
+    lstm_skip: bool = False  # the heads see the LSTM's output plus its input features (a residual around the LSTM)
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
     # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
@@ -289,9 +290,11 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, num_heroes: int, hidden_size: int):
+    def __init__(
+        self, obs_shape: tuple[int, ...], num_actions: int, num_heroes: int, hidden_size: int, lstm_skip: bool = False
+    ):
         super().__init__()
-        self.num_heroes = num_heroes
+        self.num_heroes, self.lstm_skip = num_heroes, lstm_skip
         obs_size = int(np.prod(obs_shape))
         # observation normalisation statistics travel with the weights (past versions keep their own)
         self.register_buffer("obs_mean", torch.zeros(obs_size))
@@ -354,7 +357,7 @@ class Agent(nn.Module):
             for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
                 kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
                 out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
-                outputs.append(out)
+                outputs.append(self.skip(out, stretch))
             return torch.cat(outputs).flatten(0, 1), (h, c)
         # else one padded LSTM call over the active hero-steps (padded_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
@@ -363,8 +366,13 @@ class Agent(nn.Module):
         t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
         order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
         t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-        outputs[t, b], lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state)
+        out, lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state)
+        outputs[t, b] = self.skip(out, hidden)
         return outputs.flatten(0, 1), lstm_state
+
+    def skip(self, out, features):
+        # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero embedding)
+        return out + features[..., : self.lstm.hidden_size] if self.lstm_skip else out
 
     def get_value(self, x, lstm_state, done, active):
         hidden, _ = self.get_states(x, lstm_state, done, active)
@@ -636,8 +644,8 @@ if __name__ == "__main__":
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for key in ("env_id", "num_heroes", "hidden_size") if saved else ():  # the world and network of the model
-        setattr(args, key, saved["args"][key])
+    for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip") if saved else ():  # the model's world, network
+        setattr(args, key, getattr(Args(**saved["args"]), key))  # (Args: a file from before --lstm-skip has none)
     worlds = ", ".join(TEAM_ENV_IDS)
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
     for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
@@ -725,7 +733,7 @@ if __name__ == "__main__":
 
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(obs_shape, A, N, args.hidden_size).to(device)
+    agent = Agent(obs_shape, A, N, args.hidden_size, args.lstm_skip).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
     # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)

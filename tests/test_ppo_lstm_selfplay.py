@@ -107,6 +107,7 @@ def driven(tmp_path_factory):
     cases |= {("bots", k): (root / f"bots_{k.replace(' ', '_')}", [*BOTS, *f]) for k, f in BOT_RUNS.items()}
     cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
+    cases |= {("skip",): (root / "skip", [*TINY, "--lstm-skip", "--save-model", "--eval-every", "100"])}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -460,6 +461,46 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
         weights = torch.randn_like(got)
         grads = [torch.autograd.grad((y * weights).sum(), agent.lstm.weight_hh_l0)[0] for y in (got, want)]
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("waiting", [0.0, 0.5])  # every team acts (stretches), some wait (the padded call)
+def test_lstm_skip_adds_the_lstms_input_features_to_its_output(script, waiting):
+    """--lstm-skip: where a hero acts, its output is the same weights' LSTM output plus the first H features that
+    the LSTM takes in (the encoder's with the hero embedding, not the cross-hero pool); elsewhere zero; the
+    states it carries are the LSTM's alone."""
+    torch.manual_seed(0)
+    T, teams, N, obs_size, H = 12, 6, 2, 5, 16
+    plain = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H)
+    skip = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H, lstm_skip=True)
+    skip.load_state_dict(plain.state_dict())
+    x = torch.randn(T * teams * N, obs_size)
+    state = (torch.randn(1, teams * N, H), torch.randn(1, teams * N, H))
+    done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1).flatten()
+    active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1).flatten()
+    want, want_state = plain.get_states(x, state, done, active)
+    got, got_state = skip.get_states(x, state, done, active)
+    features = plain.embed(x)[:, :H] * active[:, None]
+    assert features.abs().sum() > 0
+    torch.testing.assert_close(got, want + features, rtol=1e-5, atol=1e-6)
+    for s_got, s_want in zip(got_state, want_state, strict=True):
+        torch.testing.assert_close(s_got, s_want)
+
+
+def test_a_model_trained_with_lstm_skip_is_played_with_it_and_not_grown(driven, tmp_path):
+    """A --save-model file records --lstm-skip: the Arena builds its network with the residual (a file from before
+    the flag, without it: the bundled models' tests); five_surgery.py, which grows networks without one, refuses it
+    with one line and exit code 2."""
+    from cleanfive.arena import load_model
+
+    result, folder = driven["skip",]
+    assert result.returncode == 0, result.stderr
+    (path,) = (folder / "runs").glob("*/*.cleanfive_model")
+    assert torch.load(path, weights_only=True)["args"]["lstm_skip"] is True
+    assert load_model(str(path)).agent.lstm_skip is True
+    surgery = [sys.executable, str(SCRIPT.with_name("five_surgery.py")), "--checkpoint", str(path), "--no-cuda"]
+    refused = subprocess.run(surgery, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--lstm-skip" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
 def test_padded_lstm_does_what_its_docstring_example_says(script):
