@@ -487,16 +487,21 @@ def test_lstm_skip_adds_the_lstms_input_features_to_its_output(script, waiting):
 
 
 def test_a_model_trained_with_lstm_skip_is_played_with_it_and_not_grown(driven, tmp_path):
-    """A --save-model file records --lstm-skip: the Arena builds its network with the residual (a file from before
-    the flag, without it: the bundled models' tests); five_surgery.py, which grows networks without one, refuses it
-    with one line and exit code 2."""
+    """A --save-model file records --lstm-skip: the Arena and benchmark/board_table.py (the learning benchmark's
+    final table, connect4_tactics.py) build their network with the residual (a file from before the flag, without
+    it: the bundled models' tests); five_surgery.py, which grows networks without one, refuses it with one line and
+    exit code 2."""
     from cleanfive.arena import load_model
+
+    sys.path.insert(0, str(SCRIPT.parents[1] / "benchmark"))  # board_table imports its helpers from there
+    import board_table
 
     result, folder = driven["skip",]
     assert result.returncode == 0, result.stderr
     (path,) = (folder / "runs").glob("*/*.cleanfive_model")
     assert torch.load(path, weights_only=True)["args"]["lstm_skip"] is True
     assert load_model(str(path)).agent.lstm_skip is True
+    assert board_table.load_agent(str(path))[0].lstm_skip is True
     surgery = [sys.executable, str(SCRIPT.with_name("five_surgery.py")), "--checkpoint", str(path), "--no-cuda"]
     refused = subprocess.run(surgery, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--lstm-skip" in refused.stderr
