@@ -10,7 +10,11 @@ agent's moves:
 * **give away**: the agent's move let the opponent win at once where some other move would not have (of the moves
   where such a safe move existed);
 * **p(take)**, **p(block)**: the mean probability the policy gave those moves (its sharpness, not its luck);
-* the win rate of those games.
+* the win rate of those games, and what lost each lost game, read at the agent's last move: **missed block** (one
+  threat, not played on), **two threats** (two or more squares win for the opponent: lost before that move), **give
+  away** (its move opened the opponent's win where a safe move existed), **no safe move** (every move opened one);
+  **other**: none of these (a loss on the agent's own move cannot happen, so this stays empty unless the counts are
+  wrong).
 
 These are the three things ``lookahead`` never gets wrong, so they bound how often a policy can beat it.
 
@@ -26,6 +30,7 @@ from cleanfive.envs.board import legal_actions, play_all, winning_moves
 from cleanfive.envs.teams import make_team_env
 
 ENV_ID = "ConnectFour-v1"
+LOSS_CAUSES = ("missed block", "two threats", "give away", "no safe move", "other")  # see the docstring
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
@@ -43,6 +48,7 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
     obs, info = env.reset()
     state, done = training_script().zero_state(agent, games, "cpu"), torch.zeros(games)
     scores = np.full(games, np.nan)
+    cause = np.full(games, "other", dtype=object)  # of the agent's last move (see LOSS_CAUSES)
     with torch.inference_mode():
         while np.isnan(scores).any():
             turn = info["acting"][rows, side, 0] & np.isnan(scores)
@@ -66,6 +72,12 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
             counts["block"] += threat[rows, action][must_block].tolist()
             counts["p_block"] += (probs * threat).sum(-1)[must_block].tolist()
             counts["give_away"] += unsafe[rows, action][could_be_safe].tolist()
+            threats, blocked = threat.sum(-1), threat[rows, action]
+            cause[turn] = np.select(  # a block that opens the square above, the opponent's too, is two threats stacked
+                [(threats >= 2) | blocked, threats == 1, ~(legal & ~unsafe).any(-1), unsafe[rows, action]],
+                ["two threats", "missed block", "no safe move", "give away"],
+                "other",
+            )[turn]
             actions = np.zeros((games, 2, 1), dtype=np.int64)
             actions[rows, side, 0] = action
             actions[rows, 1 - side] = env.bot_actions(bot, obs, info, 1 - side, rng)
@@ -74,7 +86,9 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
             scores[finished] = (info["outcome"][finished, side[finished]] + 1) / 2
             done = torch.as_tensor(next_done, dtype=torch.float32)
     rates = {k: float(np.mean(v)) if v else np.nan for k, v in counts.items()}
-    return rates | {f"n_{k}": len(counts[k]) for k in ("take", "block")} | {"win": float((scores == 1).mean())}
+    lost = {c: float(((scores == 0) & (cause == c)).mean()) for c in LOSS_CAUSES}
+    rates |= {f"n_{k}": len(counts[k]) for k in ("take", "block")} | lost
+    return rates | {"win": float((scores == 1).mean()), "loss": float((scores == 0).mean())}
 
 
 def main() -> None:
@@ -83,7 +97,8 @@ def main() -> None:
         pv.markers(pv.ROOT / "docs" / "research-log.md", args.block)  # stop now if no page has the markers
     lines = [*pv.header(PARSER, args, pv.code_version(), "; the games are its own.", ""), ""]
     header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
-    lines += [header, "|---" * 9 + "|"]
+    header += "".join(f" lost: {c} |" for c in LOSS_CAUSES)
+    lines += [header, "|---" * (9 + len(LOSS_CAUSES)) + "|"]
     wins = {bot: [] for bot in args.bots}
     for path in args.models:
         agent, saved = load_agent(path, (ENV_ID,))
@@ -95,6 +110,7 @@ def main() -> None:
                 f"| `{path}` | {steps} | `{bot}` | {r['take']:.2f} ({r['n_take']}) | {r['p_take']:.2f} | "
                 f"{r['block']:.2f} ({r['n_block']}) | "
                 f"{r['p_block']:.2f} | {r['give_away']:.2f} | {r['win']:.2f} |"
+                + "".join(f" {r[c]:.3f} |" for c in LOSS_CAUSES)
             )
             print(lines[-1], flush=True)
     lines += ["", "| vs | win rate of each model | mean ± std | models that won ≥ 50 % |", "|---|---|---|---|"]

@@ -492,6 +492,21 @@ def test_connect4_tactics_says_in_one_line_when_a_model_cannot_be_read(tmp_path)
         assert f"cannot read --models {path}" in result.stderr
 
 
+def test_connect4_tactics_names_what_lost_each_lost_game():
+    """benchmark/connect4_tactics.py: each game the bundled model loses to `greedy` has one cause, read at the agent's
+    last move, so the causes add up to the loss rate and none is left unexplained ("other")."""
+    sys.path.insert(0, str(ROOT / "benchmark"))
+    import connect4_tactics
+    from board_table import load_agent
+
+    agent, _ = load_agent(str(ROOT / "cleanfive" / "models" / "connect4.cleanfive_model"), ("ConnectFour-v1",))
+    result = connect4_tactics.play(agent, "greedy", 128, 0)
+    causes = [result[cause] for cause in connect4_tactics.LOSS_CAUSES]
+    assert result["loss"] > 0.1 and result["other"] == 0.0
+    assert sum(causes) == pytest.approx(result["loss"])
+    assert sum(c > 0 for c in causes) >= 3  # a model this weak loses in more than one way
+
+
 def test_script_at_writes_a_commits_script_and_refuses_an_unknown_commit(capsys):
     """The learning harness's --script-at: the script as git holds it at a commit, and one line where git has none."""
     script = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
