@@ -214,15 +214,34 @@ def resumed_seeds(found: dict[int, dict | None]) -> list[str]:
     ]
 
 
+def used_minutes(run: dict, clock: str) -> float:
+    """The minutes of ``clock`` a kept run had used at its last evaluation."""
+    return run["rows"][-1]["cpu" if clock == "cpu" else "time"] / 60 if run["rows"] else 0.0
+
+
+def other_budget_seeds(found: dict[int, dict | None], minutes: float) -> list[str]:
+    """The seeds kept from a sitting under another budget ("seed 1 (budget 125, ended at 100.5)"): each ended within
+    this one, so it is the run this budget would have given."""
+    return [
+        f"seed {s} (budget {run['minutes']:g}, ended at {used_minutes(run, run['clock']):.1f})"
+        for s, run in found.items()
+        if run and run["minutes"] != minutes
+    ]
+
+
 def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | None:
-    """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags; else, unless
-    --from-results, run it and keep it (so that one table can span sittings)."""
+    """The kept run of ``seed`` if it had this world, budget, clock, threads and extra flags (or another budget
+    that it ended within, with its model, before this budget would have stopped it); else, unless --from-results,
+    run it and keep it (so that one table can span sittings)."""
     expected = {"env_id": args.env_id, "seed": seed, "minutes": args.minutes, "clock": args.clock}
     expected |= {"threads": 1 if args.jobs > 1 else None, "extra": args.extra}
     expected |= {"script_at": args.script_at} if args.script_at else {}  # (absent from the runs of this tree's script)
     path = args.results / block / f"seed{seed}.json"
     code = (SCRIPT, f"cleanfive/envs/{WORLDS[args.env_id][3]}.py", *MEASURED)
     so_far = path.with_suffix(".so_far.json")  # (--resumable: a stopped run's rows and checkpoint)
+    other = pv.load_kept(path, **{k: v for k, v in expected.items() if k != "minutes"})
+    if other and "model" in other and used_minutes(other, args.clock) <= args.minutes:
+        expected["minutes"] = other["minutes"]  # (a run that ended before either budget would have stopped it)
     train = partial(run_seed, seed, args, so_far, expected | {"code": pv.code_version(*code)})
     run = pv.kept_or_run(path, f"seed {seed}", expected, args.from_results, train, code)
     if run and run.get("model") and "final" not in run:  # (a run kept before its world had a final table)
@@ -298,6 +317,8 @@ def main() -> None:
     lines += ["", f"Reached by no seed: {'; '.join(never)}."] if never else []
     stopped = stopped_by_budget(found, args.extra)
     lines += ["", f"Stopped by the budget before the end, no final table: {', '.join(stopped)}."] if stopped else []
+    if others := other_budget_seeds(found, args.minutes):
+        lines += ["", f"Kept from a sitting under another budget, ended within this one: {', '.join(others)}."]
     if went_on := resumed_seeds(found):
         lines += ["", f"Went on from a checkpoint in a later sitting (--resumable): {', '.join(went_on)}."]
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}

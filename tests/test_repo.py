@@ -210,6 +210,23 @@ def test_the_learning_benchmark_names_the_seeds_its_budget_stopped():
     assert stopped_by_budget(found, []) == []  # without --save-model no run saves a model: none is told apart
 
 
+def test_the_learning_benchmark_keeps_a_run_that_ended_within_another_budget(tmp_path, monkeypatch):
+    """--from-results with another --minutes: a kept run that ended (its model saved) before this budget would have
+    stopped it is the same run, and the table names its budget; one that used more than this budget is not."""
+    bench = benchmark("ppo_lstm_selfplay_learning")
+    monkeypatch.setattr(bench, "final_table", lambda model, seed, args: {"games": 8})
+    args = bench.PARSER.parse_args(["--seeds", "1", "--clock", "cpu", "--jobs", "2", "--from-results"])
+    args.results = tmp_path
+    identity = {"env_id": args.env_id, "seed": 1, "minutes": 125.0, "clock": "cpu", "threads": 1, "extra": []}
+    run = identity | {"rows": [{"step": 4096, "cpu": 6027.5, "time": 6074.4}], "model": "m", "final": {"games": 8}}
+    bench.pv.keep(tmp_path / "block" / "seed1.json", run | {"date": "2026-11-29 10:47 UTC", "code": "abc1234"})
+    for minutes, kept in [(200.0, True), (125.0, True), (100.5, True), (100.0, False)]:
+        args.minutes = minutes
+        assert (bench.kept_or_train(1, "block", args) is not None) == kept, minutes
+    assert bench.other_budget_seeds({1: run, 2: None}, 200.0) == ["seed 1 (budget 125, ended at 100.5)"]
+    assert bench.other_budget_seeds({1: run}, 125.0) == []
+
+
 def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
     """--resumable: the first sitting is stopped after its second evaluation, whose checkpoint was not yet written;
     the second goes on from the first one's (global_step 2048), drops the kept evaluation after it, adds the clocks
