@@ -248,3 +248,22 @@ def test_games_with_resets_are_vmas_games_with_the_same_resets():
             raw.reset_at(int(index))
         raw_obs = raw.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)[0]
         np.testing.assert_array_equal(obs[..., :-1], torch.stack(raw_obs, 1).reshape(E, 2, N, -1).numpy())
+
+
+def test_games_elsewhere_in_the_process_never_change_a_worlds_resets():
+    """VMAS shares one random state among its environments; each wrapper keeps its own, so a world's games (ended
+    and restarted at the time cap) are the same whether or not another world is made and played beside it."""
+
+    def play(beside: bool) -> list[np.ndarray]:
+        env = FootballTeamEnv(E, seed=5, num_heroes=N, max_steps=7)
+        other = FootballTeamEnv(E, seed=9, num_heroes=N, max_steps=3) if beside else None
+        env.reset()
+        other and other.reset()
+        rng, other_rng, seen = np.random.default_rng(2), np.random.default_rng(3), []
+        for _ in range(20):
+            seen.append(env.step(random_actions(rng))[0])
+            other and other.step(random_actions(other_rng))
+        return seen
+
+    for alone, beside in zip(play(False), play(True), strict=True):
+        np.testing.assert_array_equal(alone, beside)

@@ -49,6 +49,8 @@ Conventions of this wrapper:
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -119,6 +121,10 @@ class FootballTeamEnv:
             n_red_agents=num_heroes,
             ai_red_agents=False,
         )
+        # VMAS keeps one random state for all its environments in a process (a class attribute that its methods swap
+        # in and out): each copy of this wrapper keeps its own, so that games elsewhere (evaluation, rating the
+        # references) never change this one's resets
+        self._vmas_state = list(type(self.env).vmas_random_state)
         self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
         self.steps = np.zeros(num_envs, dtype=np.int64)
         self._unobserved = torch.zeros(0, device=self.device)  # what `step` lets VMAS's own step observe
@@ -136,6 +142,16 @@ class FootballTeamEnv:
             self._ai[name] = tuple(AgentPolicy(team, **strengths) for team in TEAMS)
             for ai in self._ai[name]:
                 ai.init(world)
+
+    @contextlib.contextmanager
+    def _own_random_state(self):
+        """VMAS's calls inside draw from this environment's random state, not from the one VMAS shares."""
+        shared = type(self.env).vmas_random_state
+        others, shared[:] = list(shared), self._vmas_state
+        try:
+            yield
+        finally:
+            self._vmas_state, shared[:] = list(shared), others
 
     def _observe(self, observations: list[torch.Tensor]) -> np.ndarray:
         obs = torch.stack(observations, dim=1).reshape(self.num_envs, 2, self.num_heroes, -1).cpu().numpy()
@@ -155,7 +171,8 @@ class FootballTeamEnv:
 
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         self.steps[:] = 0
-        observations = self.env.reset()
+        with self._own_random_state():
+            observations = self.env.reset()
         for controllers in self._ai.values():
             for ai in controllers:
                 ai.reset()
@@ -183,7 +200,8 @@ class FootballTeamEnv:
         # (VMAS's observation only reads the state; the observations are taken once, after the resets)
         scenario.observation = lambda agent: self._unobserved
         try:
-            _, _, goal, infos = self.env.step(list(actions.unbind(1)))
+            with self._own_random_state():
+                _, _, goal, infos = self.env.step(list(actions.unbind(1)))
         finally:
             del scenario.observation  # the scenario's own method again
         # the three reward terms VMAS adds up (the goal as +-1 for the scoring / conceding team), the same for a team
@@ -212,16 +230,17 @@ class FootballTeamEnv:
         outcome[:, 1] = -outcome[:, 0]
         game_length = np.where(game_over, self.steps, 0)
         time = self.steps * self.seconds_per_step
-        for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
-            self.env.reset_at(int(index), return_observations=False)
-            for controllers in self._ai.values():
-                for ai in controllers:
-                    ai.reset(int(index))
+        with self._own_random_state():
+            for index in np.flatnonzero(game_over):  # VMAS resets one copy at a time; only finished copies are touched
+                self.env.reset_at(int(index), return_observations=False)
+                for controllers in self._ai.values():
+                    for ai in controllers:
+                        ai.reset(int(index))
+            observations = self.env.get_from_scenario(
+                get_observations=True, get_rewards=False, get_infos=False, get_dones=False
+            )[0]
         self.steps[game_over] = 0
         self._distances = self._distances_to_ball()  # the new games' starting distances
-        observations = self.env.get_from_scenario(
-            get_observations=True, get_rewards=False, get_infos=False, get_dones=False
-        )[0]
         return self._observe(observations), scores, game_over, self._info(game_over, outcome, game_length, time)
 
     def bot_actions(
