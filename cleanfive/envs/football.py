@@ -127,7 +127,6 @@ class FootballTeamEnv:
         self._vmas_state = list(type(self.env).vmas_random_state)
         self.obs_shape = (self.env.observation_space[0].shape[0] + 1,)
         self.steps = np.zeros(num_envs, dtype=np.int64)
-        self._unobserved = torch.zeros(0, device=self.device)  # what `step` lets VMAS's own step observe
         self._distances = np.zeros((num_envs, 2, num_heroes, 2), dtype=np.float32)  # see `_distances_to_ball`
         # VMAS's scripted team, one controller per strength and side, run on demand by `bot_actions("vmas_ai...", ...)`
         from vmas.scenarios.football import AgentPolicy
@@ -195,15 +194,9 @@ class FootballTeamEnv:
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         actions = torch.as_tensor(np.asarray(actions).reshape(self.num_envs, 2 * self.num_heroes), device=self.device)
+        with self._own_random_state():
+            _, _, goal, infos = self.env.step(list(actions.unbind(1)))
         scenario = self.env.scenario
-        # VMAS's step also observes every player, which the resets below make stale: a placeholder skips that work
-        # (VMAS's observation only reads the state; the observations are taken once, after the resets)
-        scenario.observation = lambda agent: self._unobserved
-        try:
-            with self._own_random_state():
-                _, _, goal, infos = self.env.step(list(actions.unbind(1)))
-        finally:
-            del scenario.observation  # the scenario's own method again
         # the three reward terms VMAS adds up (the goal as +-1 for the scoring / conceding team), the same for a team
         team_terms = torch.stack(
             [
