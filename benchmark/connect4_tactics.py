@@ -10,6 +10,8 @@ agent's moves:
 * **give away**: the agent's move let the opponent win at once where some other move would not have (of the moves
   where such a safe move existed);
 * **p(take)**, **p(block)**: the mean probability the policy gave those moves (its sharpness, not its luck);
+* **block by line**: of the moves with one threat on the board, those blocked, by the line the threat would
+  complete (vertical, horizontal, diagonal; a square that completes two lines counts for both);
 * the win rate of those games, and what lost each lost game, read at the agent's last move: **missed block** (one
   threat, not played on), **two threats** (two or more squares win for the opponent: lost before that move), **give
   away** (its move opened the opponent's win where a safe move existed), **no safe move** (every move opened one);
@@ -25,12 +27,27 @@ import numpy as np
 import provenance as pv
 import torch
 from board_table import load_agent, training_script
+from numpy.lib.stride_tricks import sliding_window_view
 
 from cleanfive.envs.board import legal_actions, play_all, winning_moves
 from cleanfive.envs.teams import make_team_env
 
 ENV_ID = "ConnectFour-v1"
 LOSS_CAUSES = ("missed block", "two threats", "give away", "no safe move", "other")  # see the docstring
+LINES = ("vertical", "horizontal", "diagonal")
+
+
+def line_kinds(board: np.ndarray, player: np.ndarray) -> dict[str, np.ndarray]:
+    """Which kinds of line of four stones ``player`` int (E,) has on ``board`` int (E, 6, 7): bool (E,) per kind."""
+    own = board == player[:, None, None]
+    square = sliding_window_view(own, (4, 4), axis=(1, 2))  # (E, 3, 4, 4, 4): every 4x4 window
+    return {
+        "vertical": sliding_window_view(own, 4, axis=1).all(-1).any((1, 2)),
+        "horizontal": sliding_window_view(own, 4, axis=2).all(-1).any((1, 2)),
+        "diagonal": (square.diagonal(0, -2, -1).all(-1) | square[..., ::-1].diagonal(0, -2, -1).all(-1)).any((1, 2)),
+    }
+
+
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
@@ -44,7 +61,7 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
     env, rng = make_team_env(ENV_ID, games, seed), np.random.default_rng(seed)
     torch.manual_seed(seed)
     rows, side = np.arange(games), np.arange(games) % 2
-    counts = {k: [] for k in ("take", "block", "give_away", "p_take", "p_block")}
+    counts = {k: [] for k in ("take", "block", "give_away", "p_take", "p_block", *(f"block_{k}" for k in LINES))}
     obs, info = env.reset()
     state, done = training_script().zero_state(agent, games, "cpu"), torch.zeros(games)
     scores = np.full(games, np.nan)
@@ -73,6 +90,11 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
             counts["p_block"] += (probs * threat).sum(-1)[must_block].tolist()
             counts["give_away"] += unsafe[rows, action][could_be_safe].tolist()
             threats, blocked = threat.sum(-1), threat[rows, action]
+            one = must_block & (threats == 1)  # the line that the one threat would complete
+            filled = play_all(board, 1 - side, ENV_ID)[rows, threat.argmax(-1)]  # the threat's square taken
+            completed = line_kinds(filled[one], 1 - side[one])
+            for kind in LINES:
+                counts[f"block_{kind}"] += blocked[one][completed[kind]].tolist()
             cause[turn] = np.select(  # a block that opens the square above, the opponent's too, is two threats stacked
                 [(threats >= 2) | blocked, threats == 1, ~(legal & ~unsafe).any(-1), unsafe[rows, action]],
                 ["two threats", "missed block", "no safe move", "give away"],
@@ -87,7 +109,7 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
             done = torch.as_tensor(next_done, dtype=torch.float32)
     rates = {k: float(np.mean(v)) if v else np.nan for k, v in counts.items()}
     lost = {c: float(((scores == 0) & (cause == c)).mean()) for c in LOSS_CAUSES}
-    rates |= {f"n_{k}": len(counts[k]) for k in ("take", "block")} | lost
+    rates |= {f"n_{k}": len(counts[k]) for k in ("take", "block", *(f"block_{k}" for k in LINES))} | lost
     return rates | {"win": float((scores == 1).mean()), "loss": float((scores == 0).mean())}
 
 
@@ -97,8 +119,8 @@ def main() -> None:
         pv.markers(pv.ROOT / "docs" / "research-log.md", args.block)  # stop now if no page has the markers
     lines = [*pv.header(PARSER, args, pv.code_version(), "; the games are its own.", ""), ""]
     header = "| model | steps | vs | take (moves) | p(take) | block (moves) | p(block) | give away | win rate |"
-    header += "".join(f" lost: {c} |" for c in LOSS_CAUSES)
-    lines += [header, "|---" * (9 + len(LOSS_CAUSES)) + "|"]
+    header += "".join(f" block: {k} (moves) |" for k in LINES) + "".join(f" lost: {c} |" for c in LOSS_CAUSES)
+    lines += [header, "|---" * (9 + len(LINES) + len(LOSS_CAUSES)) + "|"]
     wins = {bot: [] for bot in args.bots}
     for path in args.models:
         agent, saved = load_agent(path, (ENV_ID,))
@@ -110,6 +132,7 @@ def main() -> None:
                 f"| `{path}` | {steps} | `{bot}` | {r['take']:.2f} ({r['n_take']}) | {r['p_take']:.2f} | "
                 f"{r['block']:.2f} ({r['n_block']}) | "
                 f"{r['p_block']:.2f} | {r['give_away']:.2f} | {r['win']:.2f} |"
+                + "".join(f" {r[f'block_{k}']:.2f} ({r[f'n_block_{k}']}) |" for k in LINES)
                 + "".join(f" {r[c]:.3f} |" for c in LOSS_CAUSES)
             )
             print(lines[-1], flush=True)
