@@ -7,7 +7,8 @@ cross-entropy and Adam (lr 1e-3, batches of 256, ``--steps`` steps) from ``--siz
 the script's dense encoder (two dense layers of ``--hidden-size``, built by its ``Agent`` for a flat observation:
 the board games' encoder until it became convolutional) and its board encoder (two 3x3 layers of 32 channels, a
 dense layer of 128), each with a linear head. Prints the accuracy on
-``--test`` held-out positions: chance is about 1/7 (the share of a random legal move).
+``--test`` held-out positions: chance is about 1/7 (the share of a random legal move); and, for the largest size,
+by the line the threat would complete (vertical, horizontal, diagonal, as ``connect4_tactics.py`` counts them).
 
     uv run --all-extras python benchmark/connect4_block_supervised.py
 """
@@ -18,6 +19,7 @@ import numpy as np
 import provenance as pv
 import torch
 import torch.nn as nn
+from connect4_tactics import LINES, line_kinds
 
 from cleanfive.envs.board import has_won, legal_actions, play_all, winning_moves
 
@@ -28,6 +30,7 @@ PARSER.add_argument("--test", type=int, default=20_000, help="held-out positions
 PARSER.add_argument("--steps", type=int, default=3000, help="Adam steps of each network")
 PARSER.add_argument("--hidden-size", type=int, default=256, help="the width of the kept table")
 PARSER.add_argument("--seed", type=int, default=0)
+PARSER.add_argument("--block", help="also write the tables into this block of docs/research-log.md (its markers)")
 
 
 def positions(count: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,10 +70,16 @@ def networks(hidden_size: int) -> dict[str, nn.Module]:
 
 def main() -> None:
     args = PARSER.parse_args()
+    if args.block:
+        pv.markers(pv.ROOT / "docs" / "research-log.md", args.block)  # stop now if the page has no markers
     torch.set_num_threads(1)
     rng = np.random.default_rng(args.seed)
     x, y = positions(max(args.sizes) + args.test, rng)
     test_x, test_y = x[-args.test :], y[-args.test :]
+    board = np.where(test_x[:, 1].numpy() > 0, 1, np.where(test_x[:, 0].numpy() > 0, 0, -1))  # theirs: side 1
+    filled = play_all(board, 1, ENV_ID)[np.arange(args.test), test_y.numpy()]  # the threat's square taken
+    kinds = line_kinds(filled, np.ones(args.test, np.int64))
+    by_line = {}  # network -> the largest size's accuracy per kind of line
     lines = [*pv.header(PARSER, args, pv.code_version(), "", ""), ""]
     lines += ["| network | " + " | ".join(f"{n:,} positions" for n in args.sizes) + " |"]
     lines += ["|---" * (len(args.sizes) + 1) + "|"]
@@ -87,10 +96,19 @@ def main() -> None:
                 loss.backward()
                 optimizer.step()
             with torch.no_grad():
-                cells.append(f"{(net(test_x).argmax(1) == test_y).float().mean().item():.2f}")
+                right = (net(test_x).argmax(1) == test_y).numpy()
+                cells.append(f"{right.mean():.2f}")
+            if size == max(args.sizes):
+                by_line[name] = {kind: right[kinds[kind]].mean() for kind in LINES}
             print(f"  {name}, {size} positions: {cells[-1]}", flush=True)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", f"By the line the threat would complete ({max(args.sizes):,} positions):", ""]
+    lines += ["| network | " + " | ".join(f"{k} ({kinds[k].sum():,} held out)" for k in LINES) + " |"]
+    lines += ["|---" * (len(LINES) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(f"{a[k]:.2f}" for k in LINES) + " |" for name, a in by_line.items()]
     print("\n".join(lines))
+    if args.block:
+        pv.write_block(pv.ROOT / "docs" / "research-log.md", args.block, "\n".join(lines))
 
 
 if __name__ == "__main__":

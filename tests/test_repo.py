@@ -535,6 +535,18 @@ def test_connect4_tactics_names_what_lost_each_lost_game():
     }
 
 
+def test_connect4_block_supervised_gives_the_accuracy_by_line():
+    """benchmark/connect4_block_supervised.py: held-out accuracy by the line the threat would complete, for each
+    network, with every held-out position of one threat in at least one kind of line."""
+    cmd = [sys.executable, str(ROOT / "benchmark" / "connect4_block_supervised.py"), "--sizes", "300"]
+    result = in_process([*cmd, "--steps", "5", "--test", "400"])
+    assert result.returncode == 0, result.stderr
+    head = next(line for line in result.stdout.splitlines() if line.startswith("| network | vertical"))
+    held_out = [int(n.replace(",", "")) for n in re.findall(r"\(([\d,]+) held out\)", head)]
+    assert len(held_out) == 3 and sum(held_out) >= 400
+    assert sum(line.startswith("| the script's") for line in result.stdout.splitlines()) == 4
+
+
 def test_script_at_writes_a_commits_script_and_refuses_an_unknown_commit(capsys):
     """The learning harness's --script-at: the script as git holds it at a commit, and one line where git has none."""
     script = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
