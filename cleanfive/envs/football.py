@@ -13,6 +13,8 @@ What VMAS 1.5 does (checked by ``tests/test_football.py``):
 * The reward of each player is the team's scoring reward (+-100 when a goal is scored) plus two dense shaping terms
   (ball towards the enemy goal, the team's closest player towards the ball); ``info`` reports the three separately.
 * A copy is done when a goal is scored; VMAS never resets finished copies by itself and has no time limit unless asked.
+* VMAS keeps one random state (torch's, NumPy's, Python's) for all its environments in a process and swaps it in
+  around each of its calls: the resets of one environment move those of every other.
 
 Conventions of this wrapper:
 
@@ -45,6 +47,8 @@ Conventions of this wrapper:
   ``vmas_ai25`` and ``vmas_ai50`` and fewer against ``vmas_ai75``, while ``vmas_ai50`` beats ``random`` far more
   often than ``chase`` does.
 * All actions are always legal: ``info["action_mask"]`` is all True and every hero acts on every step.
+* Each copy of this wrapper keeps its own VMAS random state, so games elsewhere in the process (evaluation, the
+  references' rating) never change its resets.
 """
 
 from __future__ import annotations
