@@ -524,14 +524,14 @@ def test_connect4_tactics_names_what_lost_each_lost_game():
     assert sum(causes) == pytest.approx(result["loss"])
     assert sum(c > 0 for c in causes) >= 3  # a model this weak loses in more than one way
     assert all(result[f"n_block_{k}"] > 0 for k in connect4_tactics.LINES)
-    board = -np.ones((4, 6, 7), np.int64)  # (row 0 at the top) one line of each kind for side 1, none in game 3
-    board[0, 5, 1:5] = board[1, 2:, 6] = 1
-    board[2, [5, 4, 3, 2], [0, 1, 2, 3]] = board[3, [5, 4, 3], [3, 4, 5]] = 1
-    kinds = connect4_tactics.line_kinds(board, np.ones(4, np.int64))
+    board = -np.ones((5, 6, 7), np.int64)  # (row 0 at the top) for side 1: a line of each kind, both diagonals,
+    board[0, 5, 1:5] = board[1, 2:, 6] = 1  # and three stones only in game 4
+    board[2, [5, 4, 3, 2], [0, 1, 2, 3]] = board[3, [2, 3, 4, 5], [3, 4, 5, 6]] = board[4, [5, 4, 3], [3, 4, 5]] = 1
+    kinds = connect4_tactics.line_kinds(board, np.ones(5, np.int64))
     assert {k: v.tolist() for k, v in kinds.items()} == {
-        "vertical": [False, True, False, False],
-        "horizontal": [True, False, False, False],
-        "diagonal": [False, False, True, False],
+        "vertical": [False, True, False, False, False],
+        "horizontal": [True, False, False, False, False],
+        "diagonal": [False, False, True, True, False],
     }
 
 
