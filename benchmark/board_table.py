@@ -52,7 +52,8 @@ def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
     pv.check(env_id in env_ids, f"{path} is a model of {env_id}, not of {' or '.join(env_ids)}")
     state, obs_shape = saved["model"], make_team_env(env_id, 1, 0).obs_shape
     sizes = (obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
-    agent = training_script().Agent(*sizes, saved["args"].get("lstm_skip", False))  # (none before --lstm-skip)
+    networks = [saved["args"].get(flag, False) for flag in ("lstm_skip", "square_head")]  # (none before those flags)
+    agent = training_script().Agent(*sizes, *networks)
     agent.load_state_dict(state)
     return agent.eval(), saved
 
@@ -68,8 +69,9 @@ def play(agent, env_id: str, bot: str, games: int, seed: int, most_likely: bool)
         torch.manual_seed(seed)
         while np.isnan(scores).any():
             x, mask = torch.as_tensor(obs[rows, side, 0]), torch.as_tensor(info["action_mask"][rows, side, 0])
-            hidden, state = agent.get_states(x, state, done, torch.as_tensor(info["acting"][rows, side, 0]))
-            logits = agent.actor(hidden).masked_fill(~mask, -torch.inf)
+            active = torch.as_tensor(info["acting"][rows, side, 0])
+            hidden, state = agent.get_states(x, state, done, active)
+            logits = agent.get_logits(hidden, x, active).masked_fill(~mask, -torch.inf)
             moves = logits.argmax(-1) if most_likely else torch.distributions.Categorical(logits=logits).sample()
             actions = np.zeros((games, 2, 1), dtype=np.int64)
             actions[rows, side, 0] = moves.numpy()

@@ -73,7 +73,7 @@ def play(agent, bot: str, games: int, seed: int) -> dict[str, float]:
             mask = torch.as_tensor(info["action_mask"][rows, side, 0])
             active = torch.as_tensor(info["acting"][rows, side, 0])
             hidden, state = agent.get_states(x, state, done, active)
-            probs = torch.softmax(agent.actor(hidden).masked_fill(~mask, -1e8), -1).numpy()
+            probs = torch.softmax(agent.get_logits(hidden, x, active).masked_fill(~mask, -1e8), -1).numpy()
             action = torch.distributions.Categorical(probs=torch.as_tensor(probs)).sample().numpy()
             board, legal = info["board"], legal_actions(info["board"], ENV_ID)
             win = winning_moves(board, side, ENV_ID)

@@ -62,8 +62,8 @@ def load_model(path: str) -> Model:
         if script != SCRIPT:
             raise ValueError(f"it was written by {script}, not {SCRIPT}")
         env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
-        lstm_skip = saved["args"].get("lstm_skip", False)  # (a file from before --lstm-skip has none)
-        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], lstm_skip)
+        networks = [saved["args"].get(flag, False) for flag in ("lstm_skip", "square_head")]  # (older files: none)
+        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], *networks)
         agent.load_state_dict(saved["model"])
     except Exception as exc:
         if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
@@ -97,7 +97,7 @@ class Policy:
         mask = torch.as_tensor(info["action_mask"][rows, side]).flatten(0, 1)
         active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), self.shape[1]))
         hidden, self.state = self.agent.get_states(x, self.state, torch.zeros(len(x)), active)
-        probs = torch.softmax(self.agent.actor(hidden).masked_fill(~mask, -1e8), -1)
+        probs = torch.softmax(self.agent.get_logits(hidden, x, active).masked_fill(~mask, -1e8), -1)
         action = probs.argmax(-1) if greedy else torch.multinomial(probs, 1)[:, 0]
         value = self.agent.critic(hidden)
         return action.reshape(self.shape).numpy(), probs.reshape(*self.shape, -1).numpy(), value.reshape(self.shape)

@@ -67,6 +67,9 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     lstm_skip: bool = False  # the heads see the LSTM's output plus its input features (a residual around the LSTM)
+    # board games: each move's logit also from the board's convolution features at the square it fills, one weight
+    # for every square (a pattern learned in one place is known in all)
+    square_head: bool = False
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
     # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
@@ -291,10 +294,16 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
 
 class Agent(nn.Module):
     def __init__(
-        self, obs_shape: tuple[int, ...], num_actions: int, num_heroes: int, hidden_size: int, lstm_skip: bool = False
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        num_heroes: int,
+        hidden_size: int,
+        lstm_skip: bool = False,
+        square_head: bool = False,
     ):
         super().__init__()
-        self.num_heroes, self.lstm_skip = num_heroes, lstm_skip
+        self.num_heroes, self.lstm_skip, self.obs_shape = num_heroes, lstm_skip, obs_shape
         obs_size = int(np.prod(obs_shape))
         # observation normalisation statistics travel with the weights (past versions keep their own)
         self.register_buffer("obs_mean", torch.zeros(obs_size))
@@ -328,15 +337,35 @@ class Agent(nn.Module):
                 nn.init.orthogonal_(param, 1.0)
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1)
+        self.square_head = None
+        if square_head and len(obs_shape) == 3:  # --square-head: a third convolution sees a line of four through a
+            self.square_head = nn.Sequential(  # square, then one logit a square, small at first as the actor's
+                nn.Conv2d(BOARD_CHANNELS, BOARD_CHANNELS, 3, padding=1),
+                nn.ReLU(),
+                layer_init(nn.Conv2d(BOARD_CHANNELS, 1, 1), std=0.01),
+            )
 
     def update_obs_stats(self, x):
         x = x.flatten(1)
         self.obs_mean, self.obs_var, self.obs_count = update_moments(self.obs_mean, self.obs_var, self.obs_count, x)
 
+    def normalize(self, x):
+        return ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
+
+    def square_logits(self, x):
+        # --square-head: (B, A) logits, each from the features at the square its move fills: the lowest empty square
+        # of its column (Connect Four: planes own, opponent; row 0 the top) or its own square (TicTacToe)
+        squares = self.square_head(self.encoder[:5](self.normalize(x)))[:, 0]  # (B, H, W): the encoder's convolutions
+        height, width = self.obs_shape[1:]
+        if self.actor.out_features == height * width:
+            return squares.flatten(1)
+        stones = x.reshape(-1, *self.obs_shape)[:, :2].sum((1, 2))  # (B, W)
+        landing = (height - 1 - stones).clamp(min=0).long()
+        return squares.gather(1, landing[:, None, :]).squeeze(1)
+
     def embed(self, x):
         # x: (B, *obs_shape), the N heroes of a team in consecutive rows
-        x = ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
-        hidden = self.encoder(x)
+        hidden = self.encoder(self.normalize(x))
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
         # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
@@ -378,10 +407,18 @@ class Agent(nn.Module):
         hidden, _ = self.get_states(x, lstm_state, done, active)
         return self.critic(hidden)
 
+    def get_logits(self, hidden, x, active):
+        logits = self.actor(hidden)
+        if self.square_head is None:
+            return logits
+        squares = torch.zeros_like(logits)  # --square-head: on the rows that act (the others' logits are not used)
+        squares[active.flatten()] = self.square_logits(x[active.flatten()])
+        return logits + squares
+
     def get_action_and_value(self, x, lstm_state, done, active, mask, action=None):
         hidden, lstm_state = self.get_states(x, lstm_state, done, active)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
-        logits = self.actor(hidden).masked_fill(~mask, -1e8)
+        logits = self.get_logits(hidden, x, active).masked_fill(~mask, -1e8)
         if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
             probs = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False)
             action = probs.sample()
@@ -644,8 +681,8 @@ if __name__ == "__main__":
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip") if saved else ():  # the model's world, network
-        setattr(args, key, getattr(Args(**saved["args"]), key))  # (Args: a file from before --lstm-skip has none)
+    for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip", "square_head") if saved else ():  # its network
+        setattr(args, key, getattr(Args(**saved["args"]), key))  # (Args: a file from before a flag has none)
     worlds = ", ".join(TEAM_ENV_IDS)
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
     for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
@@ -733,7 +770,7 @@ if __name__ == "__main__":
 
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(obs_shape, A, N, args.hidden_size, args.lstm_skip).to(device)
+    agent = Agent(obs_shape, A, N, args.hidden_size, args.lstm_skip, args.square_head).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
     # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)

@@ -108,6 +108,7 @@ def driven(tmp_path_factory):
     cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     cases |= {("skip",): (root / "skip", [*TINY, "--lstm-skip", "--save-model", "--eval-every", "100"])}
+    cases |= {("square",): (root / "square", [*TINY, "--square-head", "--save-model", "--eval-every", "100"])}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -807,3 +808,66 @@ def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(scr
         "greedy",
     )
     assert script.trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
+
+
+@pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
+def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, env_id):
+    """--square-head: a move's logit is the actor's plus the square head's map at the square the move fills (Connect
+    Four: the lowest empty square of its column, found here by walking up the column; TicTacToe: the move's own
+    square), on the rows that act; a row that waits gets the actor's logits alone. The log-probabilities the update
+    uses are those logits' (get_action_and_value and get_logits agree)."""
+    torch.manual_seed(0)
+    env = script.make_team_env(env_id, 1, 0)
+    (channels, height, width), num_actions = env.obs_shape, env.num_actions
+    agent = script.Agent(env.obs_shape, num_actions, 1, 16, square_head=True)
+    torch.nn.init.normal_(agent.square_head[2].weight)  # (its initial weights are near zero)
+    rows = 10
+    board = torch.randint(-1, 2, (rows, height, width))  # -1 empty, 0 own, 1 the opponent's
+    if env_id == "ConnectFour-v1":  # stones lie on stones: a column's k stones at its bottom k squares
+        filled = torch.randint(0, height + 1, (rows, 1, width))
+        board = torch.where(
+            torch.arange(height)[None, :, None] >= height - filled, torch.randint(0, 2, board.shape), -1
+        )
+    x = torch.zeros(rows, channels, height, width)
+    x[:, 0], x[:, 1], x[:, 2] = board == 0, board == 1, 1.0
+    active = torch.arange(rows) % 3 > 0
+    hidden, _ = agent.get_states(x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active)
+    maps = agent.square_head(agent.encoder[:5](agent.normalize(x)))[:, 0]
+    want = agent.actor(hidden).detach().clone()
+    for r in np.flatnonzero(active):
+        for move in range(num_actions):
+            if env_id == "TicTacToe-v1":
+                square = divmod(move, width)
+            else:
+                empty = [row for row in range(height) if board[r, row, move] < 0]
+                square = (max(empty) if empty else 0, move)  # (a full column's move is masked)
+            want[r, move] += maps[r, square[0], square[1]]
+    got = agent.get_logits(hidden, x, active)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    mask = torch.ones(rows, num_actions, dtype=torch.bool)
+    for move in range(num_actions):
+        action = torch.full((rows,), move)
+        _, logprob, _, _, _ = agent.get_action_and_value(
+            x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active, mask, action
+        )
+        torch.testing.assert_close(logprob, torch.log_softmax(got, -1)[:, move], rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven, tmp_path):
+    """A --save-model file records --square-head: the Arena and benchmark/board_table.py (the final table,
+    connect4_tactics.py) build their network with the head; five_surgery.py refuses it (one line, exit code 2)."""
+    from cleanfive.arena import load_model
+
+    sys.path.insert(0, str(SCRIPT.parents[1] / "benchmark"))
+    import board_table
+
+    result, folder = driven["square",]
+    assert result.returncode == 0, result.stderr
+    (path,) = (folder / "runs").glob("*/*.cleanfive_model")
+    assert torch.load(path, weights_only=True)["args"]["square_head"] is True
+    model = load_model(str(path))
+    assert model.agent.square_head is not None and board_table.load_agent(str(path))[0].square_head is not None
+    surgery = [sys.executable, str(SCRIPT.with_name("five_surgery.py")), "--checkpoint", str(path), "--no-cuda"]
+    refused = subprocess.run(surgery, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--square-head" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
