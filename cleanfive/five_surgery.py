@@ -406,9 +406,9 @@ def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict,
         trained = saved or from_plain(torch.load(path, map_location="cpu", weights_only=True))
         if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
             raise ValueError(f"it was written by {trained['script']}")
-        for flag in ("lstm_skip", "square_head"):  # (its Agent has no residual around the LSTM, no square head)
-            if trained["args"].get(flag):
-                raise ValueError(f"it was trained with --{flag.replace('_', '-')}, which this script does not grow")
+        for network in ("lstm_skip", "square_head"):  # (its Agent has no residual around the LSTM, no square head)
+            if trained["args"].get(network):
+                raise ValueError(f"it was trained with --{network.replace('_', '-')}, which this script does not grow")
         return trained, trained["args"]["env_id"], agent_from_state(trained["model"])
     except Exception as exc:
         refuse(flag, path, exc, "a model of ppo_lstm_selfplay.py or of this script")
