@@ -355,9 +355,10 @@ class Agent(nn.Module):
     def square_logits(self, x):
         # --square-head: (B, A) logits, each from the features at the square its move fills: the lowest empty square
         # of its column (Connect Four: planes own, opponent; row 0 the top) or its own square (TicTacToe)
-        squares = self.square_head(self.encoder[:5](self.normalize(x)))[:, 0]  # (B, H, W): the encoder's convolutions
+        convolutions = self.encoder[:5]  # the board encoder's Unflatten and two 3x3 convolutions with their ReLUs
+        squares = self.square_head(convolutions(self.normalize(x)))[:, 0]  # (B, H, W)
         height, width = self.obs_shape[1:]
-        if self.actor.out_features == height * width:
+        if self.actor.out_features == height * width:  # one move a square
             return squares.flatten(1)
         stones = x.reshape(-1, *self.obs_shape)[:, :2].sum((1, 2))  # (B, W)
         landing = (height - 1 - stones).clamp(min=0).long()
@@ -411,8 +412,9 @@ class Agent(nn.Module):
         logits = self.actor(hidden)
         if self.square_head is None:
             return logits
-        squares = torch.zeros_like(logits)  # --square-head: on the rows that act (the others' logits are not used)
-        squares[active.flatten()] = self.square_logits(x[active.flatten()])
+        rows = active.flatten()  # --square-head: on the rows that act (the others' logits are not used)
+        squares = torch.zeros_like(logits)
+        squares[rows] = self.square_logits(x[rows])
         return logits + squares
 
     def get_action_and_value(self, x, lstm_state, done, active, mask, action=None):
