@@ -96,8 +96,8 @@ class Policy:
         x = torch.as_tensor(obs[rows, side]).flatten(0, 1)
         mask = torch.as_tensor(info["action_mask"][rows, side]).flatten(0, 1)
         active = torch.as_tensor(np.repeat(info["acting"][rows, side].any(-1), self.shape[1]))
-        hidden, self.state = self.agent.get_states(x, self.state, torch.zeros(len(x)), active)
-        probs = torch.softmax(self.agent.get_logits(hidden, x, active).masked_fill(~mask, -1e8), -1)
+        hidden, self.state, squares = self.agent.get_states(x, self.state, torch.zeros(len(x)), active)
+        probs = torch.softmax(self.agent.get_logits(hidden, squares).masked_fill(~mask, -1e8), -1)
         action = probs.argmax(-1) if greedy else torch.multinomial(probs, 1)[:, 0]
         value = self.agent.critic(hidden)
         return action.reshape(self.shape).numpy(), probs.reshape(*self.shape, -1).numpy(), value.reshape(self.shape)

@@ -352,11 +352,11 @@ class Agent(nn.Module):
     def normalize(self, x):
         return ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
 
-    def square_logits(self, x):
-        # --square-head: (B, A) logits, each from the features at the square its move fills: the lowest empty square
-        # of its column (Connect Four: planes own, opponent; row 0 the top) or its own square (TicTacToe)
-        convolutions = self.encoder[:5]  # the board encoder's Unflatten and two 3x3 convolutions with their ReLUs
-        squares = self.square_head(convolutions(self.normalize(x)))[:, 0]  # (B, H, W)
+    def square_logits(self, maps, x):
+        # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its move
+        # fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the top) or its
+        # own square (TicTacToe)
+        squares = self.square_head(maps)[:, 0]  # (B, H, W)
         height, width = self.obs_shape[1:]
         if self.actor.out_features == height * width:  # one move a square
             return squares.flatten(1)
@@ -365,22 +365,30 @@ class Agent(nn.Module):
         return squares.gather(1, landing[:, None, :]).squeeze(1)
 
     def embed(self, x):
-        # x: (B, *obs_shape), the N heroes of a team in consecutive rows
-        hidden = self.encoder(self.normalize(x))
+        # x: (B, *obs_shape), the N heroes of a team in consecutive rows; returns the LSTM's input and, with
+        # --square-head, each move's logit from the square it fills (else None)
+        hidden, squares = self.normalize(x), None
+        if self.square_head is not None:  # the board encoder's Unflatten and two convolutions, shared with the head
+            maps = self.encoder[:5](hidden)
+            hidden, squares = self.encoder[5:](maps), self.square_logits(maps, x)
+        else:
+            hidden = self.encoder(hidden)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
         # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
-        return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
+        return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1), squares
 
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
         # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries.
+        # Returns the LSTM's outputs, its states and the --square-head logits, 0 where a hero waits (else None)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
-            hidden = self.embed(x).reshape((-1, batch_size, self.lstm.input_size))
+            hidden, squares = self.embed(x)
+            hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
             starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
             lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
             (h, c), outputs = lstm_state, []
@@ -388,39 +396,38 @@ class Agent(nn.Module):
                 kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
                 out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
                 outputs.append(self.skip(out, stretch))
-            return torch.cat(outputs).flatten(0, 1), (h, c)
+            return torch.cat(outputs).flatten(0, 1), (h, c), squares
         # else one padded LSTM call over the active hero-steps (padded_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
+        squares = None if self.square_head is None else x.new_zeros(len(x), self.actor.out_features)
         if not active.any():
-            return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
+            return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state), squares
         t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
         order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
-        t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
+        hidden, acting_squares = self.embed(x[active.flatten()])
+        t, b, hidden = t[order], b[order], hidden[order]
         out, lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state)
         outputs[t, b] = self.skip(out, hidden)
-        return outputs.flatten(0, 1), lstm_state
+        if squares is not None:
+            squares[active.flatten()] = acting_squares
+        return outputs.flatten(0, 1), lstm_state, squares
 
     def skip(self, out, features):
         # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero embedding)
         return out + features[..., : self.lstm.hidden_size] if self.lstm_skip else out
 
     def get_value(self, x, lstm_state, done, active):
-        hidden, _ = self.get_states(x, lstm_state, done, active)
+        hidden, _, _ = self.get_states(x, lstm_state, done, active)
         return self.critic(hidden)
 
-    def get_logits(self, hidden, x, active):
+    def get_logits(self, hidden, squares):
         logits = self.actor(hidden)
-        if self.square_head is None:
-            return logits
-        rows = active.flatten()  # --square-head: on the rows that act (the others' logits are not used)
-        squares = torch.zeros_like(logits)
-        squares[rows] = self.square_logits(x[rows])
-        return logits + squares
+        return logits if squares is None else logits + squares  # --square-head: each move's, from its square
 
     def get_action_and_value(self, x, lstm_state, done, active, mask, action=None):
-        hidden, lstm_state = self.get_states(x, lstm_state, done, active)
+        hidden, lstm_state, squares = self.get_states(x, lstm_state, done, active)
         # invalid action masking: illegal logits are set to a large negative number before the softmax
-        logits = self.get_logits(hidden, x, active).masked_fill(~mask, -1e8)
+        logits = self.get_logits(hidden, squares).masked_fill(~mask, -1e8)
         if action is None:  # nan_to_num: a diverged network samples on; the once-per-update finite check stops the run
             probs = torch.distributions.Categorical(logits=torch.nan_to_num(logits), validate_args=False)
             action = probs.sample()
@@ -1093,9 +1100,9 @@ if __name__ == "__main__":
 
         # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
         with torch.no_grad():
-            hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
+            hidden, _, squares = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
-            finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
+            finite &= agent.get_logits(hidden, squares).isfinite().all() & agent.critic(hidden).isfinite().all()
         if world_size > 1:  # a fault in any process stops them all
             finite = finite.float()
             dist.all_reduce(finite, dist.ReduceOp.MIN)

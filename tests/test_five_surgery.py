@@ -61,7 +61,7 @@ def outputs(agent, obs, done):
     state = (torch.zeros(1, obs.shape[1], agent.lstm.hidden_size), torch.zeros(1, obs.shape[1], agent.lstm.hidden_size))
     with torch.no_grad():
         everyone = torch.ones(done.numel(), dtype=torch.bool)
-        hidden, _ = agent.get_states(obs.flatten(0, 1), state, done.flatten(), everyone)
+        hidden = agent.get_states(obs.flatten(0, 1), state, done.flatten(), everyone)[0]  # (either script's Agent)
         return agent.actor(hidden), agent.critic(hidden)
 
 

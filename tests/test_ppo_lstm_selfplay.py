@@ -392,7 +392,7 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
     active = torch.ones(2 * N, dtype=torch.bool)
     agent.get_action_and_value(x, state, done, active, mask)
     with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
-        hidden, _ = agent.get_states(x, state, done, active)
+        hidden, _, _ = agent.get_states(x, state, done, active)
         agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
         assert not agent.actor(hidden).isfinite().all()  # what the finite check after each update looks at
     mask[:, 0] = False
@@ -411,23 +411,23 @@ def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     N, obs_size = 3, 6
     agent = script.Agent((obs_size,), num_actions=4, num_heroes=N, hidden_size=16)
     x = torch.randn(2 * N, obs_size)  # two teams of three heroes, heroes of a team in consecutive rows
-    base = agent.embed(x)
+    base, _ = agent.embed(x)
     changed = x.clone()
     changed[1] += 10.0  # hero 1 of team 0 sees something else
-    after = agent.embed(changed)
+    after, _ = agent.embed(changed)
     pool = agent.pool_size
     assert not torch.allclose(after[0, -pool:], base[0, -pool:])  # its teammates' pooled features move
     torch.testing.assert_close(after[0, :-pool], base[0, :-pool])  # their own features do not
     torch.testing.assert_close(after[N:], base[N:])  # the other team is untouched
     # the hero-id input: the same observation in two hero slots gives different features
     same = torch.zeros(N, obs_size)
-    features = agent.embed(same)
+    features, _ = agent.embed(same)
     assert not torch.allclose(features[0, :-pool], features[1, :-pool])
 
 
 def one_step_at_a_time(agent, x, state, done, active):
     """The LSTM over every hero, one step at a time: a hero whose team waits keeps its state and outputs zeros."""
-    hidden = agent.embed(x).reshape(done.shape + (-1,))
+    hidden = agent.embed(x)[0].reshape(done.shape + (-1,))
     (h, c), outputs = state, []
     for t in range(done.shape[0]):
         keep, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
@@ -453,7 +453,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     done = (torch.rand(T, teams) < ends).float().repeat_interleave(N, 1)
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
     active[: min(4, T - 1)] = waiting < 1.0  # a stretch with every team active (none at all where waiting is 1)
-    got, (h, c) = agent.get_states(x, state, done.flatten(), active.flatten())
+    got, (h, c), _ = agent.get_states(x, state, done.flatten(), active.flatten())
     want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
@@ -478,9 +478,9 @@ def test_lstm_skip_adds_the_lstms_input_features_to_its_output(script, waiting):
     state = (torch.randn(1, teams * N, H), torch.randn(1, teams * N, H))
     done = (torch.rand(T, teams) < 0.15).float().repeat_interleave(N, 1).flatten()
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1).flatten()
-    want, want_state = plain.get_states(x, state, done, active)
-    got, got_state = skip.get_states(x, state, done, active)
-    features = plain.embed(x)[:, :H] * active[:, None]
+    want, want_state, _ = plain.get_states(x, state, done, active)
+    got, got_state, _ = skip.get_states(x, state, done, active)
+    features = plain.embed(x)[0][:, :H] * active[:, None]
     assert features.abs().sum() > 0
     torch.testing.assert_close(got, want + features, rtol=1e-5, atol=1e-6)
     for s_got, s_want in zip(got_state, want_state, strict=True):
@@ -811,7 +811,8 @@ def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(scr
 
 
 @pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
-def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, env_id):
+@pytest.mark.parametrize("waiting", [True, False])  # some rows wait (the padded LSTM call), or none (stretches)
+def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, env_id, waiting):
     """--square-head: a move's logit is the actor's plus the square head's map at the square the move fills (Connect
     Four: the lowest empty square of its column, found here by walking up the column; TicTacToe: the move's own
     square), on the rows that act; a row that waits gets the actor's logits alone. The log-probabilities the update
@@ -830,8 +831,8 @@ def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, en
         )
     x = torch.zeros(rows, channels, height, width)
     x[:, 0], x[:, 1], x[:, 2] = board == 0, board == 1, 1.0
-    active = torch.arange(rows) % 3 > 0
-    hidden, _ = agent.get_states(x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active)
+    active = torch.arange(rows) % 3 > 0 if waiting else torch.ones(rows, dtype=torch.bool)
+    hidden, _, squares = agent.get_states(x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active)
     maps = agent.square_head(agent.encoder[:5](agent.normalize(x)))[:, 0]
     want = agent.actor(hidden).detach().clone()
     for r in np.flatnonzero(active):
@@ -842,7 +843,7 @@ def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, en
                 empty = [row for row in range(height) if board[r, row, move] < 0]
                 square = (max(empty) if empty else 0, move)  # (a full column's move is masked)
             want[r, move] += maps[r, square[0], square[1]]
-    got = agent.get_logits(hidden, x, active)
+    got = agent.get_logits(hidden, squares)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     mask = torch.ones(rows, num_actions, dtype=torch.bool)
     for move in range(num_actions):
