@@ -367,12 +367,11 @@ class Agent(nn.Module):
     def embed(self, x):
         # x: (B, *obs_shape), the N heroes of a team in consecutive rows; returns the LSTM's input and, with
         # --square-head, each move's logit from the square it fills (else None)
-        hidden, squares = self.normalize(x), None
-        if self.square_head is not None:  # the board encoder's Unflatten and two convolutions, shared with the head
-            maps = self.encoder[:5](hidden)
+        if self.square_head is None:
+            hidden, squares = self.encoder(self.normalize(x)), None
+        else:  # the board encoder's Unflatten and two convolutions, shared with the head
+            maps = self.encoder[:5](self.normalize(x))
             hidden, squares = self.encoder[5:](maps), self.square_logits(maps, x)
-        else:
-            hidden = self.encoder(hidden)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
         # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
