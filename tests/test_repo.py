@@ -510,14 +510,17 @@ def test_connect4_tactics_says_in_one_line_when_a_model_cannot_be_read(tmp_path)
         assert f"cannot read --models {path}" in result.stderr
 
 
-def test_connect4_tactics_names_what_lost_each_lost_game():
-    """benchmark/connect4_tactics.py: each game the bundled model loses to `greedy` has one cause, read at the agent's
-    last move, so the causes add up to the loss rate and none is left unexplained ("other")."""
+def test_connect4_tactics_names_what_lost_each_lost_game(tmp_path):
+    """benchmark/connect4_tactics.py: each game an untrained model (random weights, tests/saved_models.py) loses to
+    `greedy` has one cause, read at the agent's last move, so the causes add up to the loss rate and none is left
+    unexplained ("other")."""
     sys.path.insert(0, str(ROOT / "benchmark"))
     import connect4_tactics
     from board_table import load_agent
+    from saved_models import save_selfplay_model
 
-    agent, _ = load_agent(str(ROOT / "cleanfive" / "models" / "connect4.cleanfive_model"), ("ConnectFour-v1",))
+    path = save_selfplay_model(tmp_path / "untrained.cleanfive_model", "ConnectFour-v1", seed=1)
+    agent, _ = load_agent(path, ("ConnectFour-v1",))
     result = connect4_tactics.play(agent, "greedy", 128, 0)
     causes = [result[cause] for cause in connect4_tactics.LOSS_CAUSES]
     assert result["loss"] > 0.1 and result["other"] == 0.0
