@@ -392,9 +392,9 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
     active = torch.ones(2 * N, dtype=torch.bool)
     agent.get_action_and_value(x, state, done, active, mask)
     with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
-        hidden, _, _ = agent.get_states(x, state, done, active)
+        hidden, _, squares = agent.get_states(x, state, done, active)
         agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
-        assert not agent.actor(hidden).isfinite().all()  # what the finite check after each update looks at
+        assert not agent.get_logits(hidden, squares).isfinite().all()  # what the finite check after each update reads
     mask[:, 0] = False
     action, _, _, _, _ = agent.get_action_and_value(x, state, done, active, mask)
     assert 1 <= action[0] < 4  # the first hero's logits are +inf: it samples among its legal actions
