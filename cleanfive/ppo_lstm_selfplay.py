@@ -68,8 +68,8 @@ class Args:
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     lstm_skip: bool = False  # the heads see the LSTM's output plus its input features (a residual around the LSTM)
     # board games: each move's logit also from the board's convolution features at the square it fills, one weight
-    # for every square (a pattern learned in one place is known in all)
-    square_head: bool = False
+    # for every square (a pattern learned in one place is known in all); the team worlds have no board: off there
+    square_head: bool = True
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
     # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
@@ -128,6 +128,8 @@ BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this ma
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
 CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
+# the former default of each flag whose default changed: a file from before the flag holds no value for it
+FORMER_DEFAULTS = dict(square_head=False)
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -687,10 +689,10 @@ if __name__ == "__main__":
     args = tyro.cli(Args)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
-        args = Args(**{**checkpoint["args"], "resume": args.resume})
+        args = Args(**{**FORMER_DEFAULTS, **checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
     for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip", "square_head") if saved else ():  # its network
-        setattr(args, key, getattr(Args(**saved["args"]), key))  # (Args: a file from before a flag has none)
+        setattr(args, key, getattr(Args(**{**FORMER_DEFAULTS, **saved["args"]}), key))  # (a file from before a flag)
     worlds = ", ".join(TEAM_ENV_IDS)
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
     for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
@@ -727,6 +729,7 @@ if __name__ == "__main__":
     check_args(args, envs, references)
     args.num_heroes = envs.num_heroes
     args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
+    args.square_head = args.square_head and len(envs.obs_shape) == 3  # and a board of squares (channels, rows, columns)
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds

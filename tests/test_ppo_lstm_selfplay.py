@@ -108,7 +108,9 @@ def driven(tmp_path_factory):
     cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     cases |= {("skip",): (root / "skip", [*TINY, "--lstm-skip", "--save-model", "--eval-every", "100"])}
-    cases |= {("square",): (root / "square", [*TINY, "--square-head", "--save-model", "--eval-every", "100"])}
+    # a file from before --square-head (the bundled TicTacToe model: no such key, no head) is played without one
+    former = ["--eval-only", str(SCRIPT.parent / "models" / "tictactoe.cleanfive_model"), "--eval-games", "1"]
+    cases |= {("former",): (root / "former", [*former, "--references", "random", "greedy", *FEW, "--no-cuda"])}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -125,8 +127,9 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
     assert f"--learning-rate {learning_rate}," in first_line
-    # as flag values, not a Python tuple: the board games' three rule bots (not the search ladder) by default
-    bots = {"VmasFootball-v0": "random", "Moba5v5-v0": "(every reference)"}.get(env_id, "random greedy lookahead")
+    # as flag values, not a Python tuple: the board games' rule bots and search bots up to search3 (not search4)
+    board_bots = "random greedy lookahead search1 search2 search3"
+    bots = {"VmasFootball-v0": "random", "Moba5v5-v0": "(every reference)"}.get(env_id, board_bots)
     assert f"--bot-opponents {bots}," in first_line
     (run_dir,) = (tmp_path / "runs").glob("*__*__*")
     assert run_dir.name.startswith(f"{env_id}__ppo_lstm_selfplay__1__")
@@ -156,12 +159,13 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
     assert saved["args"]["mirror"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no mirror image
+    assert saved["args"]["square_head"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no board
     # the summary: the last evaluation plays every reference; what the model trained against, its robust rung
     references = {"Moba5v5-v0": ["random", "push"], "VmasFootball-v0": ["random", "chase"]}
     summary = result.stdout.splitlines()
     rows = [line.split("`")[1] for line in summary if line.startswith("| `")]
     assert rows == references.get(env_id, ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))])
-    trained = {"VmasFootball-v0": "random", "Moba5v5-v0": "random push"}.get(env_id, "random greedy lookahead")
+    trained = {"VmasFootball-v0": "random", "Moba5v5-v0": "random push"}.get(env_id, board_bots)
     assert f"trained against: {trained}" in summary and any(line.startswith("robust rung: ") for line in summary)
 
 
@@ -862,7 +866,7 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     sys.path.insert(0, str(SCRIPT.parents[1] / "benchmark"))
     import board_table
 
-    result, folder = driven["square",]
+    result, folder = driven["smoke", "ConnectFour-v1"]  # (--square-head: on by default)
     assert result.returncode == 0, result.stderr
     (path,) = (folder / "runs").glob("*/*.cleanfive_model")
     assert torch.load(path, weights_only=True)["args"]["square_head"] is True
@@ -872,3 +876,13 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     refused = subprocess.run(surgery, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--square-head" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_a_file_from_before_square_head_is_played_without_one(driven):
+    """--square-head is on by default now; a file that holds no value for it (the bundled TicTacToe model, trained
+    before the flag) was trained without one, and --eval-only (as --resume) builds its network so (FORMER_DEFAULTS)."""
+    saved = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
+    assert "square_head" not in saved["args"] and not any(key.startswith("square_head.") for key in saved["model"])
+    result, _ = driven["former",]
+    assert result.returncode == 0, result.stderr
+    assert "random" in result.stdout and "greedy" in result.stdout, result.stdout

@@ -43,12 +43,13 @@ def world_defaults(env_id: str) -> dict:
     # Connect Four stalled near `greedy`; a horizon of 10 plies (gamma 0.9), so that a win taken now beats the same win
     # later, and twice the team worlds' learning rate: with both, 62 % of Connect Four games against `lookahead` late
     # in 30 CPU minutes, 47 % without (docs/ppo_lstm_selfplay.md, Results). Their bot games are against the three rule
-    # bots, named, not () (every reference): the search bots joined the references later, and training is unchanged.
-    # 3M steps with the board's mirror images (--mirror, on by default: 1.5x a step's cost): 28 CPU minutes on an
-    # AVX-512 core, about twice that on the AVX2 cores of earlier tables; every world's schedule
+    # bots and the search bots up to `search3`, named (not (): every reference, `search4` too): with the square head
+    # (--square-head, on by default), Connect Four's models beat the variants of the bots they met that they did not
+    # meet (docs/research_log.md, issue 50). 1.5M steps with the board's mirror images (--mirror, on by default: 1.5x
+    # a step's cost) and the head: 30 CPU minutes on an AVX-512 core, about 2.7x that on AVX2; every world's schedule
     board = dict(num_heroes=1, num_envs=64, bot_fraction=0.5, bot_fraction_end=0.5, horizon_seconds=10.0)
-    board |= dict(learning_rate=2e-3, bot_opponents=("random", "greedy", "lookahead"), eval_every=10)
-    board |= dict(total_timesteps=3_000_000, num_minibatches=4)
+    board |= dict(bot_opponents=("random", "greedy", "lookahead", "search1", "search2", "search3"), eval_every=10)
+    board |= dict(learning_rate=2e-3, total_timesteps=1_500_000, num_minibatches=4)
     if env_id in BOARD_ENV_IDS:
         return board
     # the lane world: 5 heroes and 64 games learn too slowly for an hour of CPU; a fifth of the early games against
@@ -56,7 +57,7 @@ def world_defaults(env_id: str) -> dict:
     # every 10 updates cost a third of a run's time (docs/ppo_lstm_selfplay.md)
     if env_id in MOBA_ENV_IDS:
         lane = dict(num_heroes=3, num_envs=32, bot_fraction=0.2, bot_fraction_end=0.0, eval_every=40, bot_opponents=())
-        return board | lane | dict(horizon_seconds=100.0, learning_rate=1e-3)
+        return board | lane | dict(horizon_seconds=100.0, learning_rate=1e-3, total_timesteps=3_000_000)
     # football: half of the games that are not against past versions against `random` to the end, as the board games;
     # 256 games an update in 16 minibatches (the board's minibatch size) for 6M steps: 40-41 CPU minutes on an AVX-512
     # core; they beat `vmas_ai50` and score against `vmas_ai`, which 64 games in 4 did not (docs/ppo_lstm_selfplay.md)
