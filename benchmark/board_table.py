@@ -22,10 +22,9 @@ import provenance as pv
 import torch
 
 from cleanfive.envs.board import BOARD_ENV_IDS, BOT_NAMES, HELD_OUT_NAMES
-from cleanfive.envs.teams import make_team_env
+from cleanfive.envs.teams import make_team_env, rung
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
-WINNING = 0.5  # a rung is held when every untrained bot on it or below is beaten in at least this share of games
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--games", type=int, default=512, help="games per model, bot and way of moving")
@@ -88,11 +87,6 @@ def bots() -> list[str]:
     return [name for ladder in BOT_NAMES for name in [ladder, *(h for h in HELD_OUT_NAMES if rung(h) == ladder)]]
 
 
-def rung(name: str) -> str:
-    """The ladder bot a bot's strength is claimed against: itself, the bot it perturbs, or search<D> for centre<D>."""
-    return name.split("+")[0].replace("centre", "search")
-
-
 def final_table(path: str, games: int, seed: int) -> dict:
     """A model's results: ``env_id``, ``trained`` (its bot opponents), ``games`` and per bot [win, draw, loss] with
     sampled moves (``sampled``) and with the most likely ones (``most_likely``)."""
@@ -109,19 +103,14 @@ def final_table(path: str, games: int, seed: int) -> dict:
 
 
 def robust_rung(result: dict) -> tuple[str, float, str | None]:
-    """The robust rung of one model's ``final_table`` (``"none"`` if it loses on the first), the worst sampled win rate
-    over the bots that count up to it, and that bot. A rung counts the bots on it that the model did not train
-    against, or all of them where it trained against every one (no rung is held without a game won)."""
-    held, rates = "none", {}
-    for ladder in BOT_NAMES:
-        on_rung = {b: r[0] for b, r in result["sampled"].items() if rung(b) == ladder}
-        untrained = {b: rate for b, rate in on_rung.items() if b not in result["trained"]}
-        on_rung = untrained or on_rung
-        if min(on_rung.values()) < WINNING:
-            break
-        held, rates = ladder, rates | on_rung
-    worst = min(rates, key=rates.get) if rates else None
-    return held, rates.get(worst, np.nan), worst
+    """The robust rung of one model's ``final_table``, found as the script's summary finds it (its ``robust_rung``:
+    ``"none"`` if it loses on the first rung that counts), the worst sampled win rate over the bots that count up to
+    it, and that bot. A rung counts the bots on it that the model did not train against; one of trained bots only
+    (``random`` in the default recipe) is passed over."""
+    wins = {bot: r[0] for bot, r in result["sampled"].items()}
+    held_out = {bot: rung(bot) for bot in wins}
+    held, worst = training_script().robust_rung(wins, list(BOT_NAMES), held_out, result["trained"])
+    return held, wins.get(worst, np.nan), worst
 
 
 def table(results: dict[str, dict]) -> list[str]:
@@ -144,14 +133,14 @@ def table(results: dict[str, dict]) -> list[str]:
     for label, r in results.items():
         held, worst, against = robust_rung(r)
         trained = " ".join(f"`{b}`" for b in r["trained"]) or "none"
-        lines.append(f"| {label} | {trained} | `{held}` | {worst:.2f} (`{against}`) |")
+        lines.append(f"| {label} | {trained} | `{held}` | " + (f"{worst:.2f} (`{against}`) |" if against else "— |"))
     games = "/".join(sorted({str(r["games"]) for r in results.values()}))
     note = (
         f"Each cell: {games} games, the model on each side in half; sampled moves: win rate / loss rate (draws the "
         "rest), most likely moves: win rate. (trained): a bot the model trained against. The robust rung: the "
         "strongest ladder bot such that the model wins at least half of its games against every bot it did not "
-        "train against on that rung or below (a perturbed bot sits on the rung of the bot it perturbs; on a rung "
-        "where it trained against every bot, against those)."
+        "train against on that rung or below (a perturbed bot sits on the rung of the bot it perturbs; a rung of "
+        "bots it trained against only is passed over)."
     )
     return [note, "", *lines]
 

@@ -155,9 +155,9 @@ def final_table(model: str, seed: int, args: argparse.Namespace) -> dict:
     cmd += ["--eval-only", model, "--eval-games", str(args.final_games)]  # (after the extra flags: these win)
     out = {"games": args.final_games, "results": {}}
     for line, _ in pv.stream(cmd, 1 if args.jobs > 1 else None):
-        if line.startswith("| `"):  # | `name` | its TrueSkill μ | win | draw | loss | games |
-            name, _, win, draw, loss, _ = (cell.strip(" `") for cell in line.strip("|").split("|"))
-            out["results"][name] = [float(win), float(draw), float(loss)]
+        if line.startswith("| `"):  # | `name` | ... | win | draw | loss | games | (its rung, trained, μ between)
+            cells = [cell.strip(" `") for cell in line.strip("|").split("|")]
+            out["results"][cells[0]] = [float(rate) for rate in cells[-4:-1]]
         for key in ("trained against", "robust rung"):
             out |= {key: line.removeprefix(f"{key}: ")} if line.startswith(f"{key}: ") else {}
     return out
@@ -268,6 +268,7 @@ def main() -> None:
     played = {k for rows in runs.values() for row in rows for k in row}
     ladder = ladder_bots(args.extra) if "bots_in_play" in played else []  # (runs kept before it was printed: none)
     played -= {"time", "cpu", "step", "mu", "load", "bots_in_play"}
+    played &= set(ratings) or played  # the rated references (the summary's held-out bots are in the last row only)
     references = sorted(played, key=lambda k: order.index(k) if k in order else len(order))
 
     how = "one after the other" if args.jobs == 1 else f"{args.jobs} at a time, one torch thread each"

@@ -18,7 +18,7 @@ from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
 from cleanfive.envs.football import FootballUnavailable
-from cleanfive.envs.teams import TEAM_ENV_IDS, make_team_env, plays, rate_bots, world_defaults
+from cleanfive.envs.teams import TEAM_ENV_IDS, held_out_bots, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
 
 
@@ -667,7 +667,8 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     results = {}
     for i, name in enumerate(names):
         against = scores[opponent == i]
-        evaluator.update_many(name, against)
+        if name in evaluator.references:  # (a held-out bot is not rated)
+            evaluator.update_many(name, against)
         results[name] = ((against == 1).mean(), (against == 0.5).mean(), (against == 0).mean())
     return results
 
@@ -680,21 +681,36 @@ def trained_bots(run_args: dict, references) -> tuple[str, ...]:
     return tuple(run_args.get("bot_opponents") or run_args.get("references") or references)
 
 
-def print_reference_table(results, evaluator, games, trained):
-    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference, its
-    robust rung (issue 50): the strongest reference up to which it wins at least half of its games against every
-    reference it did not train against (`trained`), by TrueSkill. TrueSkill's one number assumes transitive strength;
-    a model can beat the bots it trained against and lose to weaker ones it never met. Then its TrueSkill."""
-    print("| reference | its TrueSkill μ | win | draw | loss | games |\n|---|---:|---:|---:|---:|---:|")
-    for name, (win, draw, loss) in results.items():
-        print(f"| `{name}` | {evaluator.references[name].mu:.2f} | {win:.3f} | {draw:.3f} | {loss:.3f} | {games} |")
-    held = []  # the untrained references, weakest first, up to the first it does not beat in half of the games
-    for name in sorted((k for k in results if k not in trained), key=lambda k: evaluator.references[k].mu):
-        if results[name][0] < ROBUST_WIN_RATE:
+def robust_rung(win_rates, ladder, held_out, trained):
+    """The robust rung (issue 50) of a model that won `win_rates` ({bot: share of games}): the strongest rung of
+    `ladder` (references, weakest first) up to which it wins at least ROBUST_WIN_RATE of its games against every bot
+    it did not train against (`trained`); a held-out bot sits on the rung `held_out` names, a rung of trained bots
+    only is passed over. Returns the rung ("none": not even the first) and the bot of the worst of those win rates."""
+    held, counted = "none", {}
+    for rung in ladder:
+        untrained = {b: win for b, win in win_rates.items() if held_out.get(b, b) == rung and b not in trained}
+        if untrained and min(untrained.values()) < ROBUST_WIN_RATE:
             break
-        held.append(name)
-    worst = min(held, key=lambda k: results[k][0], default=None)
-    rung = f"{held[-1]} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if held else "none"
+        if untrained:
+            held, counted = rung, counted | untrained
+    return held, min(counted, key=counted.get, default=None)
+
+
+def print_reference_table(results, evaluator, games, trained, held_out):
+    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference by
+    TrueSkill, each followed by the held-out bots on its rung (`held_out`), the bots it trained against (`trained`)
+    marked; its robust rung and the worst win rate up to it (TrueSkill's one number assumes transitive strength: a
+    model can beat the bots it trained against and lose to weaker ones it never met); then its TrueSkill."""
+    ladder = sorted((k for k in results if k in evaluator.references), key=lambda k: evaluator.references[k].mu)
+    print("| bot | rung | trained against | its TrueSkill μ | win | draw | loss | games |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for rung in ladder:
+        for name in [rung, *(k for k in results if held_out.get(k) == rung)]:
+            mu = f"{evaluator.references[name].mu:.2f}" if name in evaluator.references else "held out"
+            cells = " | ".join(f"{rate:.3f}" for rate in results[name])
+            print(f"| `{name}` | `{rung}` | {'yes' if name in trained else ''} | {mu} | {cells} | {games} |")
+    held, worst = robust_rung({k: win for k, (win, _, _) in results.items()}, ladder, held_out, trained)
+    rung = f"{held} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if worst else "none"
     print(f"trained against: {' '.join(trained) or 'no bot'}\nrobust rung: {rung}")
     print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
 
@@ -872,6 +888,7 @@ if __name__ == "__main__":
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
     references = args.references or envs.bot_names
+    held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
     if args.bot_opponents is None:  # the world's bot opponents among the references, in their order
         bots = world_defaults(args.env_id)["bot_opponents"]
         args.bot_opponents = tuple(name for name in references if name in bots)
@@ -962,10 +979,10 @@ if __name__ == "__main__":
     evaluator = ReferenceEvaluator(ratings)
     if verbose:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
-    if saved:  # --eval-only: the model against every reference (sampled actions, each side in half the games)
+    if saved:  # --eval-only: the model against every reference and held-out bot (sampled actions, each side in half)
         video = f"videos/{run_name}/eval.gif" if args.capture_video else None
-        results = play_references(agent.eval(), args, evaluator, list(references), device, eval_rng, video)
-        print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references))
+        results = play_references(agent.eval(), args, evaluator, [*references, *held_out], device, eval_rng, video)
+        print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
         sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
@@ -1297,11 +1314,12 @@ if __name__ == "__main__":
         # TrueSkill evaluation against the fixed references
         if rank == 0 and (iteration % args.eval_every == 0 or iteration in (1, args.num_iterations)):  # 1: operated
             video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
-            last = iteration == args.num_iterations  # the last evaluation plays every reference: the run's summary
-            names = list(references) if last else evaluator.choose()
+            last = iteration == args.num_iterations  # the last plays every reference and held-out bot: the summary
+            names = [*references, *held_out] if last else evaluator.choose()
             results = play_references(agent, args, evaluator, names, device, eval_rng, video_path)
-            if verbose and last:  # the final model against every reference, and its robust rung
-                print_reference_table(results, evaluator, args.eval_games, trained_bots(vars(args), references))
+            if verbose and last:  # the final model against every reference and held-out bot, and its robust rung
+                trained = trained_bots(vars(args), references)
+                print_reference_table(results, evaluator, args.eval_games, trained, held_out)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
             writer.add_scalar("charts/trueskill_mu", rating.mu, global_step)
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)

@@ -39,10 +39,11 @@ def test_the_robust_rung_is_the_last_rung_whose_untrained_bots_are_all_beaten():
     # a held-out bot lost to on search2's rung: search1 is the rung, the worst rate up to it is found below it
     held, worst, against = board_table.robust_rung(result({"greedy": 0.7, "centre2": 0.45, "search1+opening4": 0.6}))
     assert (held, worst, against) == ("search1", 0.6, "search1+opening4")
-    # a bot it trained against does not count where the rung has others, even where it lost; a loss on the first
-    # rung: none. A rung of trained bots only counts them
+    # a bot it trained against does not count, even where it lost; a rung of trained bots only is passed over; a
+    # loss on the first rung that counts: none
     assert board_table.robust_rung(result({"search1": 0.1}, trained=["search1"]))[0] == "search4"
-    assert board_table.robust_rung(result({"random": 0.4}, trained=["random"]))[0] == "none"
+    assert board_table.robust_rung(result({"random": 0.4}, trained=["random"])) == ("search4", 1.0, "greedy")
+    assert board_table.robust_rung(result({"random": 0.4, "greedy+opening4": 0.3}, trained=["random"]))[0] == "none"
     held, worst, against = board_table.robust_rung(result({"random": 0.4}))
     assert held == "none" and np.isnan(worst) and against is None
 

@@ -160,12 +160,18 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
     assert saved["args"]["mirror"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no mirror image
     assert saved["args"]["square_head"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no board
-    # the summary: the last evaluation plays every reference; what the model trained against, its robust rung
+    # the summary: the last evaluation plays every reference and held-out bot; what the model trained against, its
+    # robust rung
     references = {"Moba5v5-v0": ["random", "push"], "VmasFootball-v0": ["random", "chase"]}
     summary = result.stdout.splitlines()
-    rows = [line.split("`")[1] for line in summary if line.startswith("| `")]
-    assert rows == references.get(env_id, ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))])
+    rows = [[cell.strip(" `") for cell in line.strip("|").split("|")] for line in summary if line.startswith("| `")]
+    board = ["random"]  # the board games: each ladder bot, then the held-out bots on its rung (perturbed, other leaf)
+    for bot in ("greedy", "lookahead", "search1", "search2", "search3"):
+        board += [bot, f"{bot}+random15", f"{bot}+opening4", *([f"centre{bot[-1]}"] if bot[-1] in "23" else [])]
+    assert [row[0] for row in rows] == references.get(env_id, [*board, "search4"])
+    assert all(row[1] == row[0].split("+")[0].replace("centre", "search") for row in rows)  # its rung
     trained = {"VmasFootball-v0": "random", "Moba5v5-v0": "random push"}.get(env_id, board_bots)
+    assert " ".join(row[0] for row in rows if row[2] == "yes") == trained  # marked in the table, and named below
     assert f"trained against: {trained}" in summary and any(line.startswith("robust rung: ") for line in summary)
 
 
@@ -774,32 +780,47 @@ def test_a_file_written_before_plain_data_is_refused_then_converted(script, driv
 
 
 ROBUST_MUS = {"random": 0.0, "greedy": 9.7, "lookahead": 16.1, "search1": 19.4}  # win rates below in this order
+ROBUST_HELD_OUT = {"greedy+random15": "greedy"}  # and last, against a held-out bot on greedy's rung
 
 
 @pytest.mark.parametrize(
     "wins, trained, rung",
     [
-        ((0.9, 0.7, 0.4, 0.6), (), "greedy (worst win rate up to it: 0.700 vs greedy)"),
+        ((0.9, 0.7, 0.4, 0.6, 0.8), (), "greedy (worst win rate up to it: 0.700 vs greedy)"),
         # a reference it trained against does not count: search1 beaten, lookahead (untrained) lost
-        ((0.9, 0.8, 0.3, 0.9), ("search1",), "greedy (worst win rate up to it: 0.800 vs greedy)"),
-        # a trained one lost is skipped; the worst of those held is named, not the last
-        ((0.55, 0.2, 0.6, 0.3), ("greedy",), "lookahead (worst win rate up to it: 0.550 vs random)"),
-        ((0.49, 0.9, 0.9, 0.9), (), "none"),
+        ((0.9, 0.8, 0.3, 0.9, 0.85), ("search1",), "greedy (worst win rate up to it: 0.800 vs greedy)"),
+        # a trained one lost does not count, its held-out bot does; the worst of those held is named, not the last
+        ((0.55, 0.2, 0.6, 0.3, 0.9), ("greedy",), "lookahead (worst win rate up to it: 0.550 vs random)"),
+        # a trained one beaten does not hold its rung where its held-out bot is lost
+        ((0.9, 0.9, 0.9, 0.9, 0.3), ("greedy",), "random (worst win rate up to it: 0.900 vs random)"),
+        # a rung of trained bots only is passed over, even where the model lost to them
+        ((0.3, 0.95, 0.9, 0.92, 0.93), ("random",), "search1 (worst win rate up to it: 0.900 vs lookahead)"),
+        ((0.49, 0.9, 0.9, 0.9, 0.9), (), "none"),
     ],
 )
-def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_one_is_won(
+def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_is_won(
     script, capsys, wins, trained, rung
 ):
     import trueskill
 
     evaluator = script.ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
-    results = {
-        name: (win, 0.0, 1.0 - win) for name, win in reversed(list(zip(ROBUST_MUS, wins, strict=True)))
-    }  # by TrueSkill
-    script.print_reference_table(results, evaluator, 64, trained)
+    names = [*ROBUST_MUS, *ROBUST_HELD_OUT]
+    results = {name: (win, 0.0, 1.0 - win) for name, win in reversed(list(zip(names, wins, strict=True)))}
+    script.print_reference_table(results, evaluator, 64, trained, ROBUST_HELD_OUT)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("| reference |") and len([line for line in out if line.startswith("| `")]) == 4
+    assert out[0].startswith("| bot | rung | trained against |")
+    rows = [[cell.strip(" `") for cell in line.strip("|").split("|")] for line in out if line.startswith("| `")]
+    # by TrueSkill, the held-out bot under its rung, unrated; the bots it trained against marked
+    assert [row[:2] for row in rows] == [[k, k] for k in ROBUST_MUS][:2] + [["greedy+random15", "greedy"]] + [
+        [k, k] for k in list(ROBUST_MUS)[2:]
+    ]
+    assert [row[0] for row in rows if row[2] == "yes"] == [k for k in names if k in trained]
+    assert rows[2][3] == "held out" and rows[1][3] == "9.70"
     assert f"robust rung: {rung}" in out and f"trained against: {' '.join(trained) or 'no bot'}" in out
+    # the benchmark's final table finds the same rung (benchmark/board_table.py calls this function)
+    held, worst = script.robust_rung({k: w for k, (w, _, _) in results.items()}, list(ROBUST_MUS), ROBUST_HELD_OUT,
+                                     trained)  # fmt: skip
+    assert held == rung.split(" ")[0] and (worst is None) == (rung == "none")
 
 
 def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(script):
@@ -887,4 +908,4 @@ def test_a_file_from_before_square_head_is_played_without_one(driven):
     result, _ = driven["former",]
     assert result.returncode == 0, result.stderr
     rows = [line.split("`")[1] for line in result.stdout.splitlines() if line.startswith("| `")]
-    assert rows == ["random", "greedy"], result.stdout
+    assert rows == ["random", "greedy", "greedy+random15", "greedy+opening4"], result.stdout  # and greedy's held-out

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cleanfive.envs.board import _BOT_NAME, BOARD_ENV_IDS, BoardTeamEnv
+from cleanfive.envs.board import _BOT_NAME, BOARD_ENV_IDS, HELD_OUT_NAMES, BoardTeamEnv
 from cleanfive.envs.football import FOOTBALL_ENV_IDS, FootballTeamEnv
 from cleanfive.envs.moba import MOBA_ENV_IDS, make_moba
 from cleanfive.trueskill_league import cached_ratings, fit_reference_ratings, rating_from_dict
@@ -88,6 +88,19 @@ def plays(env, name: str) -> bool:
     """Whether the world ``env`` has a bot ``name``: one of its ``bot_names`` (the rated ladder) or, on the board
     games, one perturbed or with another leaf evaluation (``search2+random15``, ``centre2``: board.bot_actions)."""
     return name in env.bot_names or (isinstance(env, BoardTeamEnv) and _BOT_NAME.fullmatch(name) is not None)
+
+
+def rung(name: str) -> str:
+    """The ladder bot a board bot's strength is claimed against: itself, the bot it perturbs (``search2+random15``:
+    ``search2``), or ``search<D>`` for ``centre<D>`` (the same search, another leaf evaluation)."""
+    return name.split("+")[0].replace("centre", "search")
+
+
+def held_out_bots(env) -> dict[str, str]:
+    """The held-out references of the world ``env`` (issue 50), bots that no default trains against, each with the
+    ladder bot whose :func:`rung` it sits on: the board games' perturbed bots (``board.HELD_OUT_NAMES``); none in the
+    other worlds."""
+    return {name: rung(name) for name in HELD_OUT_NAMES} if isinstance(env, BoardTeamEnv) else {}
 
 
 def play_bots(
