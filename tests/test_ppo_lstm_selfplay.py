@@ -899,6 +899,23 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
+def test_a_checkpoint_from_before_square_head_resumes_without_one(tmp_path):
+    """--resume reads FORMER_DEFAULTS too: a checkpoint whose Args hold no square_head (written before the flag, here
+    a run without the head with the key taken out) resumes without the head, where today's default would build one
+    and its weights would not load; one more update (its schedule lengthened in the file) saves a model without it."""
+    first = run(tmp_path, *TINY, *FEW, "--no-square-head", "--save-every", "2", "--total-timesteps", "512")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (path,) = (tmp_path / "runs").glob("*/checkpoint.pt")
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint["args"]["square_head"]
+    checkpoint["args"] |= {"total_timesteps": 768, "save_model": True}  # a third update, then the model
+    torch.save(checkpoint, path)
+    resumed = run(tmp_path, "--resume", str(path))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    saved = torch.load(path.with_name("ppo_lstm_selfplay.cleanfive_model"), weights_only=True)
+    assert saved["args"]["square_head"] is False and not any(k.startswith("square_head.") for k in saved["model"])
+
+
 def test_a_file_from_before_square_head_is_played_without_one(driven):
     """--square-head is on by default now; a file that holds no value for it (the bundled TicTacToe model, trained
     before the flag) was trained without one, and --eval-only builds its network so (FORMER_DEFAULTS, which --resume
