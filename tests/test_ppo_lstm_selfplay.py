@@ -111,6 +111,9 @@ def driven(tmp_path_factory):
     # a file from before --square-head (the bundled TicTacToe model: no such key, no head) is played without one
     former = ["--eval-only", str(SCRIPT.parent / "models" / "tictactoe.cleanfive_model"), "--eval-games", "1"]
     cases |= {("former",): (root / "former", [*former, "--references", "random", "greedy", *FEW, "--no-cuda"])}
+    # a checkpoint without the head, resumed as if written before the flag
+    no_head = [*TINY, *FEW, "--no-square-head", "--save-every", "2", "--total-timesteps", "512"]
+    cases |= {("no head",): (root / "no_head", no_head)}
     return drive(SCRIPT, cases, timeout=600)
 
 
@@ -899,14 +902,16 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
-def test_a_checkpoint_from_before_square_head_resumes_without_one(tmp_path):
+def test_a_checkpoint_from_before_square_head_resumes_without_one(driven, tmp_path):
     """--resume reads FORMER_DEFAULTS too: a checkpoint whose Args hold no square_head (written before the flag, here
     a run without the head with the key taken out) resumes without the head, where today's default would build one
     and its weights would not load; one more update (its schedule lengthened in the file) saves a model without it."""
-    first = run(tmp_path, *TINY, *FEW, "--no-square-head", "--save-every", "2", "--total-timesteps", "512")
+    first, folder = driven["no head",]
     assert first.returncode == 0, first.stderr[-3000:]
-    (path,) = (tmp_path / "runs").glob("*/checkpoint.pt")
-    checkpoint = torch.load(path, weights_only=True)
+    (written,) = (folder / "runs").glob("*/checkpoint.pt")
+    path = tmp_path / "runs" / written.parent.name / "checkpoint.pt"
+    path.parent.mkdir(parents=True)
+    checkpoint = torch.load(written, weights_only=True)
     del checkpoint["args"]["square_head"]
     checkpoint["args"] |= {"total_timesteps": 768, "save_model": True}  # a third update, then the model
     torch.save(checkpoint, path)
