@@ -88,6 +88,7 @@ def main() -> None:
         x = np.array([f["steps"][0], max(f["reach"], f["steps"][-1]) if np.isfinite(f["reach"]) else f["steps"][-1]])
         ax.plot(x, f["line"][0] * x + f["line"][1], "--", color=points.get_color(), label=f"{block} seed {seed}")
     ax.axhline(args.target, color="k", lw=0.8, label=f"target {args.target:.2f}")
+    ax.legend(loc="upper left", fontsize=7)
     ax.set(xlabel="M environment steps", ylabel=f"in-run win rate vs {args.bot}", ylim=(0, 0.6))
     pv.save_plot(fig, PLOT)
     lines += ["", f"![In-run win rate against {args.bot}, and each seed's fitted line](img/{PLOT.name})"]
