@@ -20,6 +20,7 @@ goes on from its last one (the table names it: a world that cannot save its stat
 
 import argparse
 import ast
+import hashlib
 import itertools
 import os
 import sys
@@ -147,13 +148,14 @@ def final_table(model: str, seed: int, args: argparse.Namespace) -> dict:
     """The saved model of a run against every reference, ``--final-games`` games each, sampled moves: on the board
     games most likely moves too and the held-out perturbed bots (``benchmark/board_table.py``); elsewhere the
     script's own ``--eval-only`` (each side in half of the games): ``games``, ``results`` ({reference: [win, draw,
-    loss]}) and the ``trained`` and ``robust rung`` lines it prints."""
+    loss]}) and the ``trained`` and ``robust rung`` lines it prints; ``model_sha256``: which file it played."""
+    digest = {"model_sha256": hashlib.sha256((pv.ROOT / model).read_bytes()).hexdigest()}
     if args.env_id in board_table.BOARD_ENV_IDS:
-        return board_table.final_table(model, args.final_games, seed)
+        return board_table.final_table(model, args.final_games, seed) | digest
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed), *args.extra]
     cmd += ["--eval-only", model, "--eval-games", str(args.final_games)]  # (after the extra flags: these win)
-    out = {"games": args.final_games, "results": {}}
+    out = {"games": args.final_games, "results": {}} | digest
     for line, _ in pv.stream(cmd, 1 if args.jobs > 1 else None):
         if line.startswith("| `"):  # | `name` | ... | win | draw | loss | games | (its rung, trained, μ between)
             cells = [cell.strip(" `") for cell in line.strip("|").split("|")]

@@ -1,6 +1,7 @@
 """Repository-level checks: lint, docs build, and the CI entry point's exit-code handling."""
 
 import contextlib
+import hashlib
 import importlib
 import io
 import json
@@ -226,6 +227,17 @@ def test_the_learning_benchmark_keeps_a_run_that_ended_within_another_budget(tmp
         assert (bench.kept_or_train(1, "block", args) is not None) == kept, minutes
     assert bench.other_budget_seeds({1: run, 2: None}, 200.0) == ["seed 1 (budget 125, ended at 100.5)"]
     assert bench.other_budget_seeds({1: run}, 125.0) == []
+
+
+def test_the_learning_benchmark_keeps_which_file_its_final_table_played(tmp_path, monkeypatch):
+    """A final table names the file it played by its SHA-256: a table can be matched to a model kept elsewhere."""
+    bench = benchmark("ppo_lstm_selfplay_learning")
+    monkeypatch.setattr(bench.board_table, "final_table", lambda model, games, seed: {"games": games})
+    model = tmp_path / "model.cleanfive_model"
+    model.write_bytes(b"weights")
+    args = bench.PARSER.parse_args(["--env-id", "ConnectFour-v1", "--final-games", "8"])
+    final = bench.final_table(str(model), 1, args)
+    assert final == {"games": 8, "model_sha256": hashlib.sha256(b"weights").hexdigest()}
 
 
 def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ def world_defaults(env_id: str) -> dict:
     # bots and the search bots up to `search3`, named (not (): every reference, `search4` too): with the square head
     # (--square-head, on by default), Connect Four's models beat those bots' held-out variants (docs/research-log.md,
     # issue 50). 1.5M steps with the board's mirror images (--mirror, on by default: 1.5x a step's cost) and the
-    # head: 26-30 CPU minutes on an AVX-512 core, about 2.7x that on AVX2; every world's schedule
+    # head: 26-30 CPU minutes on an AVX-512 core, about 1.7x that on AVX2; every world's schedule
     board = dict(num_heroes=1, num_envs=64, bot_fraction=0.5, bot_fraction_end=0.5, horizon_seconds=10.0)
     board |= dict(bot_opponents=("random", "greedy", "lookahead", "search1", "search2", "search3"), eval_every=10)
     board |= dict(learning_rate=2e-3, total_timesteps=1_500_000, num_minibatches=4)
