@@ -25,26 +25,26 @@ LAST = 0.25  # the share of the run's steps (its last) whose evaluations the lin
 
 
 def trend(run: dict, bot: str, target: float) -> dict:
-    """The fitted line of one kept run, its value at the run's end, and where it reaches ``target``."""
+    """The fitted line of one kept run, its value at the run's end, and where (M steps, never before the end) and at
+    what CPU cost it reaches ``target``; ``points``: every evaluation's (M steps, win rate), for the plot."""
     rows = [row for row in run["rows"] if bot in row]
-    end = rows[-1]["step"]
-    tail = [row for row in rows if row["step"] >= (1 - LAST) * end]
-    steps, wins = np.array([row["step"] for row in tail]) / 1e6, np.array([row[bot] for row in tail])
-    (slope, intercept), cov = np.polyfit(steps, wins, 1, cov=True)
-    reach = (target - intercept) / slope if slope > 0 else float("inf")
-    cpu_per_million = rows[-1]["cpu"] / 60 / (end / 1e6)
+    points = np.array([(row["step"] / 1e6, row[bot]) for row in rows])
+    end = points[-1, 0]
+    tail = points[points[:, 0] >= (1 - LAST) * end]
+    (slope, intercept), cov = np.polyfit(tail[:, 0], tail[:, 1], 1, cov=True)
+    reach = max((target - intercept) / slope, end) if slope > 0 else float("inf")
     won, _, lost = run["final"]["results"][bot]
     return {
-        "steps": steps,
-        "wins": wins,
+        "points": points,
+        "start": tail[0, 0],
+        "end": end,
         "line": (slope, intercept),
-        "slope": slope,
         "slope_se": float(np.sqrt(cov[0, 0])),
-        "at_end": slope * end / 1e6 + intercept,
-        "reach": max(reach, end / 1e6),
+        "at_end": slope * end + intercept,
+        "reach": reach,
         "cpu_end": rows[-1]["cpu"] / 60,
-        "cpu_reach": max(reach, end / 1e6) * cpu_per_million,
-        "final": (won, won / max(won + lost, 1e-9)),
+        "cpu_reach": reach / end * rows[-1]["cpu"] / 60,  # at the run's own CPU time a step
+        "final": (won, won / max(won + lost, 1e-9), run["final"]["games"]),
         "evaluations": len(tail),
     }
 
@@ -68,24 +68,22 @@ def main() -> None:
     )
     lines = pv.header(PARSER, args, None, source, note)
     lines += [
-        f"| block | seed | final: won (of decided), 256 games | evaluations fitted | slope (per M steps) "
+        f"| block | seed | final: won (of decided), games | evaluations fitted | slope (per M steps) "
         f"| fitted at the end | fitted {args.target:.2f} at (M steps) | CPU min at the end | CPU min there |",
         "|---|---:|---|---:|---|---:|---:|---:|---:|",
     ]
     for (block, seed), f in fits.items():
-        end = f["steps"][-1]
-        reach = "already" if f["reach"] <= end else f"{f['reach']:.1f}" if np.isfinite(f["reach"]) else "never"
+        reach = "already" if f["reach"] <= f["end"] else f"{f['reach']:.1f}" if np.isfinite(f["reach"]) else "never"
+        won, decided, games = f["final"]
         lines.append(
-            f"| `{block}` | {seed} | {f['final'][0]:.2f} ({f['final'][1]:.2f}) | {f['evaluations']} "
-            f"| {f['slope']:+.3f} ± {f['slope_se']:.3f} | {f['at_end']:.2f} | {reach} | {f['cpu_end']:.0f} "
+            f"| `{block}` | {seed} | {won:.2f} ({decided:.2f}), {games} | {f['evaluations']} "
+            f"| {f['line'][0]:+.3f} ± {f['slope_se']:.3f} | {f['at_end']:.2f} | {reach} | {f['cpu_end']:.0f} "
             f"| {f['cpu_reach']:.0f} |"
         )
     fig, ax = pv.subplots(figsize=(7, 4))
     for (block, seed), f in fits.items():
-        run = runs[block, seed]
-        rows = [row for row in run["rows"] if args.bot in row]
-        (points,) = ax.plot([r["step"] / 1e6 for r in rows], [r[args.bot] for r in rows], lw=0.8, alpha=0.6)
-        x = np.array([f["steps"][0], max(f["reach"], f["steps"][-1]) if np.isfinite(f["reach"]) else f["steps"][-1]])
+        (points,) = ax.plot(*f["points"].T, lw=0.8, alpha=0.6)
+        x = np.array([f["start"], f["reach"] if np.isfinite(f["reach"]) else f["end"]])
         ax.plot(x, f["line"][0] * x + f["line"][1], "--", color=points.get_color(), label=f"{block} seed {seed}")
     ax.axhline(args.target, color="k", lw=0.8, label=f"target {args.target:.2f}")
     ax.legend(loc="upper left", fontsize=7)

@@ -16,15 +16,15 @@ def kept_run(win_rate, end=16, cpu_per_million=360.0):
         {"step": int(m * 1e6), "vmas_ai": win_rate(m), "cpu": m * cpu_per_million}
         for m in [k / 2 for k in range(1, 2 * end + 1)]
     ]
-    return {"rows": rows, "final": {"results": {"vmas_ai": [0.3, 0.6, 0.1]}}}
+    return {"rows": rows, "final": {"games": 256, "results": {"vmas_ai": [0.3, 0.6, 0.1]}}}
 
 
 def test_a_straight_trend_is_fitted_and_extrapolated_at_the_runs_own_cpu_cost():
     # early rows off the line: only the last quarter (12-16M) is fitted
     fit = football_budget.trend(kept_run(lambda m: 0.9 if m < 12 else 0.1 + 0.015 * m), "vmas_ai", 0.40)
-    assert fit["slope"] == pytest.approx(0.015) and fit["at_end"] == pytest.approx(0.34)
+    assert fit["line"][0] == pytest.approx(0.015) and fit["at_end"] == pytest.approx(0.34)
     assert fit["reach"] == pytest.approx(20.0) and fit["cpu_reach"] == pytest.approx(20 * 6.0)  # 360 s a M steps
-    assert fit["evaluations"] == 9 and fit["final"] == pytest.approx((0.3, 0.75))
+    assert fit["evaluations"] == 9 and fit["final"] == pytest.approx((0.3, 0.75, 256))
 
 
 def test_a_run_past_the_target_or_falling_never_extrapolates_beyond_it():
