@@ -138,8 +138,9 @@ def from_plain(tree):
 def atomic_save(obj: dict, path: str) -> None:
     """torch.save of `obj` as plain data to a temporary file, then a rename: a reader never sees a half-written file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.save(to_plain({"script": os.path.basename(__file__), **obj}), path + ".tmp")
-    os.replace(path + ".tmp", path)
+    tmp = f"{path}.{os.getpid()}.tmp"  # this process's own: two runs of one name never rename each other's
+    torch.save(to_plain({"script": os.path.basename(__file__), **obj}), tmp)
+    os.replace(tmp, path)
 
 
 def rng_states() -> dict:

@@ -8,6 +8,7 @@ one interpreter per script (tests/driver.py: a process start costs 4-6 s of impo
 other pytest worker: two cores), and each test waits for its own.
 """
 
+import importlib
 import importlib.util
 import os
 import re
@@ -490,6 +491,26 @@ def test_every_script_has_a_row():
         "convert_saved",
     }
     assert scripts <= SCRIPTS.keys(), f"add a row to SCRIPTS for {sorted(scripts - SCRIPTS.keys())}"
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_two_runs_of_one_name_save_the_same_checkpoint_path_without_a_crash(name, tmp_path, monkeypatch):
+    """Two runs of one run name (same world, seed and second: CleanRL's name) write one checkpoint path. Here a
+    second process's whole atomic_save falls between the first one's write and its rename; with one shared temporary
+    file the first rename found nothing (FileNotFoundError, seen with two football runs). The last rename wins."""
+    module = importlib.import_module(f"cleanfive.{name}")
+    path, rename, pids = str(tmp_path / "run" / "checkpoint.pt"), os.replace, iter((111, 222))
+
+    def rename_after_the_other_process(source, target):
+        monkeypatch.setattr(os, "replace", rename)
+        monkeypatch.setattr(os, "getpid", lambda: next(pids))  # (the other process's pid)
+        module.atomic_save({"run": "second"}, path)
+        rename(source, target)
+
+    monkeypatch.setattr(os, "replace", rename_after_the_other_process)
+    module.atomic_save({"run": "first"}, path)
+    assert torch.load(path, weights_only=True)["run"] == "first"
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint.pt"]  # no temporary file left
 
 
 @pytest.mark.parametrize(("key", "case"), list(error_keys()))
