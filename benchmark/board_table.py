@@ -28,7 +28,7 @@ SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--games", type=int, default=512, help="games per model, bot and way of moving")
-PARSER.add_argument("--seed", type=int, default=0)
+PARSER.add_argument("--seed", type=int, default=0, help="seed of the games' generators (moves sampled, perturbed bots)")
 PARSER.add_argument("--block", help="also write the table into this docs block (any page of docs/ with its markers)")
 
 

@@ -23,7 +23,7 @@ MODES = {"async (Cleanba, policy lag 1)": [], "sync (`--sync`, policy lag 0)": [
 PARSER = pv.parser(__file__, __doc__)
 PARSER.add_argument("--total-timesteps", type=int, default=20480, help="environment steps of each run")
 PARSER.add_argument("--repeats", type=int, default=2, help="runs of each mode (interleaved)")
-PARSER.add_argument("--seed", type=int, default=1)
+PARSER.add_argument("--seed", type=int, default=1, help="seed of every timed run")
 
 
 def run_once(flags: list[str]) -> dict:

@@ -20,7 +20,7 @@ PLOT = pv.ROOT / "docs" / "img" / "cleanba_impala_breakout.png"
 OUT = pv.ROOT / "benchmark" / "out" / "cleanba_impala_breakout"
 WINDOW = 100  # games in the moving mean
 PARSER = pv.parser(__file__, __doc__)
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds, one run each")
 PARSER.add_argument("--total-timesteps", type=int, default=None, help="per seed (default: the script's)")
 
 

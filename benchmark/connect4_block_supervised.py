@@ -29,7 +29,7 @@ PARSER.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000, 200
 PARSER.add_argument("--test", type=int, default=20_000, help="held-out positions")
 PARSER.add_argument("--steps", type=int, default=3000, help="Adam steps of each network")
 PARSER.add_argument("--hidden-size", type=int, default=256, help="the width of the kept table")
-PARSER.add_argument("--seed", type=int, default=0)
+PARSER.add_argument("--seed", type=int, default=0, help="seed of the positions drawn and of the network")
 PARSER.add_argument("--block", help="also write the tables into this block of docs/research-log.md (its markers)")
 
 

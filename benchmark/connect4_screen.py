@@ -57,8 +57,8 @@ SCREENS = {
                ["lookahead", "search1", "search2"]),
 }  # fmt: skip
 PARSER = pv.parser(__file__, __doc__, extra=False, results="connect4_screen")
-PARSER.add_argument("--screen", choices=sorted(SCREENS), default="long")
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+PARSER.add_argument("--screen", choices=sorted(SCREENS), default="long", help="which screen of SCREENS to run")
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="training seeds of every arm")
 PARSER.add_argument("--jobs", type=int, default=16, help="runs at once, one torch thread each")
 
 

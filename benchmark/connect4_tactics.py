@@ -52,7 +52,7 @@ PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", required=True, help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--bots", nargs="+", default=["greedy", "lookahead"], help="opponents")
 PARSER.add_argument("--games", type=int, default=256, help="games per model and bot")
-PARSER.add_argument("--seed", type=int, default=0)
+PARSER.add_argument("--seed", type=int, default=0, help="seed of the games' generators")
 PARSER.add_argument("--block", help="also write the tables into this docs block (any page of docs/ with its markers)")
 
 

@@ -43,7 +43,7 @@ COMMON = ["--num-envs", "32", "--num-steps", "64", "--eval-every", "10", "--eval
 COMMON += ["--reference-games", "64", "--no-cuda", "--save-every", "0"]
 TARGET = "target: final TrueSkill μ of (a) on Moba5v5-v1"
 PARSER = pv.parser(__file__, __doc__, docs=False, results="rerun")
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds of every arm")
 PARSER.add_argument("--v0-steps", type=int, default=2_500_000, help="training on Moba5v5-v0 before the switch")
 PARSER.add_argument("--surgery-steps", type=int, default=500_000, help="(a): training after surgery on v1")
 PARSER.add_argument("--scratch-steps", type=int, default=3_000_000, help="(b): training from scratch on v1")
@@ -52,7 +52,9 @@ BOTS = "bot curriculum of v0 and (b), annealed to 0 (ppo_lstm_selfplay.py --bot-
 PARSER.add_argument("--bot-fraction", type=float, default=0.2, help=BOTS)
 PARSER.add_argument("--jobs", type=int, default=1, help="runs at a time ((b) beside the v0 -> (a) chains)")
 PARSER.add_argument("--doc", type=Path, default=pv.ROOT / "docs" / "five_surgery.md", help="page to write into")
-PARSER.add_argument("--plot", type=Path, default=pv.ROOT / "docs" / "img" / "five_surgery_rerun.png")
+PARSER.add_argument(
+    "--plot", type=Path, default=pv.ROOT / "docs" / "img" / "five_surgery_rerun.png", help="where to write the plot"
+)
 
 
 def train(label: str, script: Path, flags: list[str], **stamp) -> dict:

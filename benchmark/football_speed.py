@@ -19,12 +19,18 @@ from cleanfive.envs.football import FootballTeamEnv
 
 DOC = pv.ROOT / "docs" / "speed.md"
 PARSER = pv.parser(__file__, __doc__, extra=False)
-PARSER.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+PARSER.add_argument(
+    "--batch-sizes",
+    type=int,
+    nargs="+",
+    default=[64, 256, 1024, 4096],
+    help="games stepped at once, one measurement each",
+)
 PARSER.add_argument("--devices", nargs="+", default=["cpu", "cuda"], help="cuda is skipped where there is none")
-PARSER.add_argument("--num-heroes", type=int, default=5)
+PARSER.add_argument("--num-heroes", type=int, default=5, help="heroes a side")
 PARSER.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per row")
 PARSER.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
-PARSER.add_argument("--seed", type=int, default=1)
+PARSER.add_argument("--seed", type=int, default=1, help="seed of the world and of the random actions")
 
 
 def measure(device: str, num_envs: int, num_heroes: int, opponent: str, seconds: float, seed: int) -> float:

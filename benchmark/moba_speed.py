@@ -24,12 +24,18 @@ DOC = pv.ROOT / "docs" / "moba.md"
 FRAME = pv.ROOT / "docs" / "img" / "moba_frame.png"
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 PARSER = pv.parser(__file__, __doc__, extra=False)
-PARSER.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS)
-PARSER.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
-PARSER.add_argument("--num-heroes", type=int, default=5)
+PARSER.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS, help="which version of the lane world")
+PARSER.add_argument(
+    "--batch-sizes",
+    type=int,
+    nargs="+",
+    default=[64, 256, 1024, 4096],
+    help="games stepped at once, one measurement each",
+)
+PARSER.add_argument("--num-heroes", type=int, default=5, help="heroes a side")
 PARSER.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per batch size")
 PARSER.add_argument("--processes", type=int, default=1, help="independent processes per batch size")
-PARSER.add_argument("--seed", type=int, default=1)
+PARSER.add_argument("--seed", type=int, default=1, help="seed of the world and of the random actions")
 PARSER.add_argument("--frame", action="store_true", help=f"also save {FRAME.relative_to(pv.ROOT)}")
 PARSER.add_argument("--frame-steps", type=int, default=240, help="game steps before the saved frame")
 PARSER.add_argument("--train-updates", type=int, default=8, help="updates of the training run (0: none, else >= 2)")

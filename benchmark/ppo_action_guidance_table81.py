@@ -49,9 +49,9 @@ THESIS = {
     "short+plo": ((11.00, 0.00), (9.48, 0.51), (-0.05, 0.03)),
 }
 PARSER = pv.parser(__file__, __doc__, results="table81")
-PARSER.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+PARSER.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS, help="the thesis' tasks to train on")
 PARSER.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS), help="strategies of Table 8.1")
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds of every cell")
 PARSER.add_argument("--total-timesteps", type=int, default=100_000, help="budget of every run (frames x envs)")
 PARSER.add_argument("--jobs", type=int, default=1, help="runs in parallel (each uses ~1 core: torch + Java)")
 

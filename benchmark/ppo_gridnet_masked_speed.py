@@ -39,9 +39,9 @@ print(f"SPS={steps / (time.perf_counter() - start)}")
 """
 PARSER = pv.parser(__file__, __doc__, extra=False)
 PARSER.add_argument("--updates", type=int, default=8, help=f"updates per training run ({BATCH} steps each)")
-PARSER.add_argument("--torch-threads", type=int, nargs="+", default=[1, 2])
+PARSER.add_argument("--torch-threads", type=int, nargs="+", default=[1, 2], help="torch threads of each measurement")
 PARSER.add_argument("--seconds", type=float, default=30.0, help="duration of each game-only measurement")
-PARSER.add_argument("--repeats", type=int, default=2)
+PARSER.add_argument("--repeats", type=int, default=2, help="rounds of every measurement, alternating")
 
 
 def main() -> None:

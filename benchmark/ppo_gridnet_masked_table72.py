@@ -48,8 +48,14 @@ THESIS = {
 LABELS = {"penalty": "Invalid action penalty", "masking": "Invalid action masking", "removed": "Masking removed"}
 LABELS["naive"] = "Naive invalid action masking"
 PARSER = pv.parser(__file__, __doc__)
-PARSER.add_argument("--maps", nargs="+", default=["4x4", "10x10"], choices=["4x4", "10x10", "16x16"])
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument(
+    "--maps",
+    nargs="+",
+    default=["4x4", "10x10"],
+    choices=["4x4", "10x10", "16x16"],
+    help="maps of Table 7.2 to train on",
+)
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds of every cell")
 PARSER.add_argument("--total-timesteps", type=int, default=100_000, help="budget of every run (frames x envs)")
 PARSER.add_argument("--jobs", type=int, default=1, help="runs in parallel (each uses ~1 core: torch + Java)")
 

@@ -42,8 +42,10 @@ DEFAULTS = {"--update-epochs": "4", "--policy-lag": "0"}  # script defaults (--n
 PER_STEP = {"reuse": "sample reuse, per gradient step (versions × passes)"}  # also per gradient step
 PARSER = pv.parser(__file__, __doc__, results="ablations")
 PARSER.add_argument("--env-id", default="ConnectFour-v1", help="any two-sided world of the script")
-PARSER.add_argument("--groups", nargs="+", default=list(GROUPS), choices=list(GROUPS))
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument(
+    "--groups", nargs="+", default=list(GROUPS), choices=list(GROUPS), help="groups of ablations to run"
+)
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds of every arm")
 PARSER.add_argument("--updates", type=int, default=60, help="versions (PPO updates) per run")
 PARSER.add_argument("--eval-every", type=int, default=2, help="versions between TrueSkill evaluations")
 PARSER.add_argument("--thresholds", type=float, nargs="+", default=[3.0, 5.0, 7.0], help="TrueSkill values T")

@@ -60,8 +60,8 @@ WORLDS = {
     ),
 }
 PARSER = pv.parser(__file__, __doc__, results="learning")
-PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1")
-PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1", help="the world to train in")
+PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds, one run each")
 PARSER.add_argument("--minutes", type=float, default=30.0, help="budget per seed, on --clock")
 PARSER.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: the run's own CPU time")
 PARSER.add_argument("--jobs", type=int, default=1, help="seeds run at once (>1: one torch thread each)")

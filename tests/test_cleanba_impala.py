@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from driver import drive
+from golden import check_run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
@@ -401,6 +402,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_lags_one_version(seeded_runs):
     assert "actor.weight" in saved["model"]
     (final,) = FINAL.findall(stdout)
     assert final[:3] == ("512", "1", "True")
+    check_run("cleanba_impala Breakout-v5", stdout, episodic_return=tags["charts/episodic_return"])
 
 
 def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(seeded_runs):
@@ -418,7 +420,11 @@ def test_two_seeded_runs_are_bit_identical_and_checkpoints_do_not_perturb_them(s
 def test_saved_model_plays_with_eval_only_and_records_a_video(driven):
     result, tmp_path = driven["eval_only"]
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert result.stdout.strip(), "--eval-only printed no results"
+    # the two games' real scores (all lives), their mean, and the same numbers as kept (tests/golden/runs.json)
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("eval env_id=Breakout-v5 episodes=2 ")]
+    returns = [float(r) for r in line.split("returns=[")[1].rstrip("]").split(",")]
+    assert f"mean_return={np.mean(returns):.2f} " in line
+    check_run("cleanba_impala Breakout-v5 --eval-only", None, returns=returns)
     assert [p for p in (tmp_path / "videos").rglob("*") if p.is_file() and p.stat().st_size > 0], "no video written"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from driver import drive
+from golden import check_run
 from saved_models import save_selfplay_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -338,6 +339,7 @@ def test_surgery_on_a_checkpoint_then_training_on_v1(operated):
     assert [e.value for e in events.Scalars("charts/learning_rate")][0] == 0.0
     assert [e.value for e in events.Scalars("surgery/new_action_share")] == [0.0, 1.0]
     assert [e.value for e in events.Scalars("league/pool_size")] == [4, 5]  # the 3 operated versions, then 1 each
+    check_run("five_surgery Moba5v5-v0 to v1", result.stdout, surgery_check=check)  # tests/golden/runs.json
 
 
 def test_learning_rate_zero_leaves_every_parameter_unchanged(driven, v0_model):

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from needs import microrts_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 39
@@ -252,7 +253,7 @@ def killed_and_resumed(script, case, cwd, v0_model, stop_at):
 def check(script, i, tmp_path, v0_model):
     case = draw(script, i)
     if not GENERATORS[script][2]:
-        pytest.skip(f"{script} needs the microrts extra (uv run --all-extras)")
+        pytest.skip(f"{script}: {microrts_missing()}")
     whole = final_hash(run(command(script, case, v0_model), tmp_path / "whole"))
     if case["resume"]:
         stop_at = int(np.random.default_rng([SEED, 99, i]).integers(1, case["updates"]))

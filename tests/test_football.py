@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from needs import VMAS, needs_vmas
 
-vmas = pytest.importorskip("vmas", reason="the vmas extra is part of `uv run --all-extras pytest`")
+from cleanfive.envs.football import FootballTeamEnv, nearest_actions
 
-from cleanfive.envs.football import FootballTeamEnv, nearest_actions  # noqa: E402
+pytestmark = needs_vmas
+if VMAS:
+    import vmas
 
 E, N = 4, 5
 

@@ -3,18 +3,14 @@
 The JVM can start only once per process, so every check that needs the game runs in ONE subprocess
 (``CHECKS`` below) that prints one ``ok <name>`` line per passed check; the tests read those lines."""
 
-import importlib.util
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from needs import needs_microrts
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None,
-    reason="Java runtime or the microrts extra not installed",
-)
+pytestmark = needs_microrts
 
 CHECKS = textwrap.dedent(
     """

@@ -1,7 +1,9 @@
 """Rules of the built-in lane game (cleanfive/envs/moba.py), checked on situations built by setting its state."""
 
 import copy
+import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -354,12 +356,27 @@ def test_v1_heal_restores_hp_and_cools_down():
     assert env.heal_cooldown[0, 0, 0] == moba.HEAL_COOLDOWN and not env._mask[0, 0, 0, moba.HEAL]
 
 
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[1] / "cleanfive" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FIVE = [load_script(name) for name in ("ppo_lstm_selfplay", "five_surgery")]
+SHAPING = SimpleNamespace(zero_sum=True, time_decay=0.6, time_decay_seconds=100.0)
+NO_ZERO_SUM = SimpleNamespace(zero_sum=False, time_decay=0.6, time_decay_seconds=100.0)
+
+
 def test_score_components_over_whole_games():
     env = make_moba("Moba5v5-v0", 8, seed=2)
     env.reset()
     rng = np.random.default_rng(2)
     totals, ended = np.zeros((8, 2, 5, len(SCORE_NAMES))), np.zeros(8, dtype=bool)
     weights = np.array([DEFAULT_SCORE_WEIGHTS[k] for k in SCORE_NAMES], dtype=np.float32)
+    unequal = np.zeros(8, dtype=bool)
     while not ended.all():
         actions = np.stack([bot_actions("lasthit", env, 0, rng), bot_actions("push", env, 1, rng)], 1)
         _, scores, done, info = env.step(actions)
@@ -370,12 +387,17 @@ def test_score_components_over_whole_games():
         assert set(np.unique(scores[..., [S["deaths"], S["kills"], S["last_hits"], S["denies"]]])) <= {0.0, 1.0}
         assert (scores[..., S["gold"]] >= 0).all() and (scores[..., S["xp"]] >= 0).all()
         assert (np.abs(scores[..., S["health"]]) <= 1).all()
-        # zero-sum after weighting (as the training script does it): the two teams' rewards cancel
-        reward = scores @ weights
-        zero_sum = reward - reward[:, ::-1].mean(2, keepdims=True)
-        np.testing.assert_allclose(zero_sum.sum((1, 2)), 0, atol=1e-3)
+        # the world's scores through both Five scripts' reward shaping (zero-sum, team spirit 0.3, time decay): the
+        # two teams' rewards cancel in every game, and without zero-sum they do not
+        is_win = np.array([name == "win" for name in SCORE_NAMES])
+        for script in FIVE:
+            shaped = script.shape_rewards(scores, weights, is_win, info["time"], 0.3, SHAPING)
+            np.testing.assert_allclose(shaped.sum((1, 2)), 0, atol=1e-3)
+            raw = script.shape_rewards(scores, weights, is_win, info["time"], 0.3, NO_ZERO_SUM)
+            unequal |= np.abs(raw.sum((1, 2))) > 1e-2
         totals[~ended] += scores[~ended]
         ended |= done
+    assert unequal.all(), "the raw rewards cancel by themselves: the zero-sum check above would say nothing"
     # every kill is somebody's death; each side's kills never exceed the other side's deaths
     assert (totals[:, :, :, S["kills"]].sum(2) <= totals[:, ::-1, :, S["deaths"]].sum(2)).all()
     assert totals[..., S["last_hits"]].sum() > 0 and totals[..., S["kills"]].sum() > 0

@@ -5,10 +5,8 @@ and the stop on non-finite parameters (subprocesses of their own) are slow tests
 in the default run."""
 
 import hashlib
-import importlib.util
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +18,8 @@ import pytest
 import torch
 import torch.nn as nn
 from driver import drive
+from golden import check_run
+from needs import needs_microrts
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.microrts import ACTION_DIMS, MASK_SIZE, NUM_PLANES
@@ -163,10 +163,7 @@ def test_guided_action_logprob_is_the_acting_policy():
 
 # ---------------------------------------------------------------- the script, in subprocesses
 
-needs_java = pytest.mark.skipif(
-    shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None,
-    reason="Java runtime or the microrts extra not installed",
-)
+needs_java = needs_microrts
 TINY = [
     "--map-path",
     "maps/4x4/basesWorkers4x4.xml",
@@ -324,6 +321,7 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(dri
     assert sum(line.startswith("league bot=") for line in result.stdout.splitlines()) == 2
     saved = torch.load(run_dir / "ppo_action_guidance.cleanfive_model", weights_only=True)
     assert result.stdout.splitlines()[-1] == f"params_sha256={state_dict_sha256(saved['model'])}"
+    check_run("ppo_action_guidance LearnToAttack", result.stdout)  # tests/golden/runs.json
     assert saved["args"]["task"] == "LearnToAttack" and saved["args"]["epsilon_end"] == 0.0
     assert not unchanged(saved["model"], "0.") and not unchanged(saved["model"], "1.")  # both learned
     # --eval-only: the task and strategy come from the model, nothing is trained
@@ -424,3 +422,4 @@ def test_missing_java_exits_2_with_install_hint(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Java" in lines[0]
+    assert f"cannot open map {TINY[TINY.index('--map-path') + 1]!r}" in lines[0]  # which map it could not open

@@ -2,9 +2,7 @@
 statistics, the network, and (in one driver process, one JVM) smoke runs, --eval-only and user errors."""
 
 import hashlib
-import importlib.util
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 from driver import drive
+from golden import check_run
+from needs import needs_microrts
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanfive.envs.microrts import ACTION_DIMS, MASK_SIZE, NUM_PLANES
@@ -203,10 +203,7 @@ def test_logits_at_the_acting_cells_match_the_whole_transposed_conv(size):
             assert (action[~mask.any(-1)] == 0).all(), "a cell without an available unit must issue NOOP"
 
 
-needs_java = pytest.mark.skipif(
-    shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None,
-    reason="Java runtime or the microrts extra not installed",
-)
+needs_java = needs_microrts
 TINY = [
     "--map-path", "maps/4x4/basesWorkers4x4.xml", "--reward-weight", "0", "1", "0", "0", "0", "0",
     "--num-selfplay-envs", "2", "--num-bot-envs", "2", "--bots", "passiveAI", "--max-steps", "100",
@@ -298,6 +295,7 @@ def test_tiny_masking_run_metrics_league_save_and_eval_mode(driven):
         digest.update(key.encode())
         digest.update(value.numpy().tobytes())
     assert result.stdout.splitlines()[-1] == f"params_sha256={digest.hexdigest()}"
+    check_run("ppo_gridnet_masked masking", result.stdout)  # tests/golden/runs.json
     # evaluation mode: reload the model and only evaluate
     result, _ = driven["eval_only"]
     assert result.returncode == 0, result.stderr
@@ -329,3 +327,4 @@ def test_missing_java_exits_2_with_install_hint(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Java" in lines[0]
+    assert f"cannot open map {TINY[TINY.index('--map-path') + 1]!r}" in lines[0]  # which map it could not open

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from driver import drive
+from golden import check_run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
@@ -157,7 +158,10 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
     mu = [e.value for e in events.Scalars("charts/trueskill_mu")]
     evaluations = 2 if env_id in SMOKE_BOARD else 1  # at iteration 2 and the last (3), or the last only
-    assert len(mu) == evaluations and all(abs(m) < 100 for m in mu)
+    assert len(mu) == evaluations
+    # the parameters and the ratings the seeded run ends with, as kept in tests/golden/runs.json
+    returns = [e.value for e in events.Scalars("charts/episodic_return")] if "charts/episodic_return" in tags else []
+    check_run(f"ppo_lstm_selfplay {env_id}", result.stdout, trueskill_mu=mu, episodic_return=returns)
     assert [e.value for e in events.Scalars("league/pool_size")] == [1, 2, 3]
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
@@ -278,6 +282,8 @@ def test_evaluation_settings_do_not_change_training(driven):
     assert often.returncode == 0 and rarely.returncode == 0, often.stderr + rarely.stderr
     assert often.stdout.count("eval time=") == 3 and rarely.stdout.count("eval time=") == 1
     assert often.stdout.splitlines()[-1] == rarely.stdout.splitlines()[-1]  # params_sha256=...
+    # the default clipping path (the smoke runs clip per parameter), against tests/golden/runs.json
+    check_run("ppo_lstm_selfplay ConnectFour-v1 bot and past games", rarely.stdout)
 
 
 def test_mirror_trains_on_the_images_too(driven):
@@ -334,15 +340,26 @@ def test_torchrun_two_launches_repeat_bit_for_bit(tmp_path):
 # the recipe's maths, against direct per-hero computations
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("ppo_lstm_selfplay", SCRIPT)
+def load_script(name="ppo_lstm_selfplay"):
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+# five_surgery.py carries its own copy of the recipe's maths (one script is one algorithm): every maths test below
+# runs against both files, so the copies cannot drift apart; a test of what only the self-play script has uses
+# `selfplay`
+FIVE = ("ppo_lstm_selfplay", "five_surgery")
+
+
+@pytest.fixture(scope="module", params=FIVE)
+def script(request):
+    return load_script(request.param)
+
+
 @pytest.fixture(scope="module")
-def script():
+def selfplay():
     return load_script()
 
 
@@ -393,21 +410,37 @@ def test_update_moments_equals_mean_and_variance_of_all_rows(script):
     np.testing.assert_allclose(var.numpy(), rows.var(0), rtol=1e-6)
 
 
+def new_agent(script, obs_size, **kwargs):
+    """The script's Agent (the self-play script takes an observation shape, the surgery script a width)."""
+    return script.Agent((obs_size,) if hasattr(script.Agent, "square_logits") else obs_size, **kwargs)
+
+
+def embed(agent, x):
+    """The features the LSTM takes in (the self-play script also returns its square head's logits)."""
+    out = agent.embed(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def get_states(agent, x, state, done, active):
+    """The LSTM's outputs and states (the self-play script also returns its square head's logits)."""
+    return agent.get_states(x, state, done, active)[:2]
+
+
 def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_one_line(script, capsys):
     """Finite weights whose logits overflow float32: sampling still returns legal actions (from
     torch.nan_to_num(logits)) instead of torch's traceback about the probabilities, so that the once-per-update finite
     check stops the run with its one line and exit code 1; a healthy network samples as before."""
     torch.manual_seed(0)
     N, obs_size = 1, 6
-    agent = script.Agent((obs_size,), num_actions=4, num_heroes=N, hidden_size=16)
+    agent = new_agent(script, obs_size, num_actions=4, num_heroes=N, hidden_size=16)
     state = (torch.zeros(1, 2 * N, 16), torch.zeros(1, 2 * N, 16))
     x, done, mask = torch.randn(2 * N, obs_size), torch.zeros(2 * N), torch.ones(2 * N, 4, dtype=torch.bool)
     active = torch.ones(2 * N, dtype=torch.bool)
     agent.get_action_and_value(x, state, done, active, mask)
     with torch.no_grad():  # finite weights aligned with the first hero's features: its logits sum to inf
-        hidden, _, squares = agent.get_states(x, state, done, active)
+        hidden, _ = get_states(agent, x, state, done, active)
         agent.actor.weight.copy_(3e38 * hidden[0].sign().expand_as(agent.actor.weight))
-        assert not agent.get_logits(hidden, squares).isfinite().all()  # what the finite check after each update reads
+        assert not agent.actor(hidden).isfinite().all()  # what the finite check after each update reads
     mask[:, 0] = False
     action, _, _, _, _ = agent.get_action_and_value(x, state, done, active, mask)
     assert 1 <= action[0] < 4  # the first hero's logits are +inf: it samples among its legal actions
@@ -422,25 +455,25 @@ def test_sampling_from_a_diverged_network_does_not_crash_and_the_fault_stop_is_o
 def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     torch.manual_seed(0)
     N, obs_size = 3, 6
-    agent = script.Agent((obs_size,), num_actions=4, num_heroes=N, hidden_size=16)
+    agent = new_agent(script, obs_size, num_actions=4, num_heroes=N, hidden_size=16)
     x = torch.randn(2 * N, obs_size)  # two teams of three heroes, heroes of a team in consecutive rows
-    base, _ = agent.embed(x)
+    base = embed(agent, x)
     changed = x.clone()
     changed[1] += 10.0  # hero 1 of team 0 sees something else
-    after, _ = agent.embed(changed)
+    after = embed(agent, changed)
     pool = agent.pool_size
     assert not torch.allclose(after[0, -pool:], base[0, -pool:])  # its teammates' pooled features move
     torch.testing.assert_close(after[0, :-pool], base[0, :-pool])  # their own features do not
     torch.testing.assert_close(after[N:], base[N:])  # the other team is untouched
     # the hero-id input: the same observation in two hero slots gives different features
     same = torch.zeros(N, obs_size)
-    features, _ = agent.embed(same)
+    features = embed(agent, same)
     assert not torch.allclose(features[0, :-pool], features[1, :-pool])
 
 
 def one_step_at_a_time(agent, x, state, done, active):
     """The LSTM over every hero, one step at a time: a hero whose team waits keeps its state and outputs zeros."""
-    hidden = agent.embed(x)[0].reshape(done.shape + (-1,))
+    hidden = embed(agent, x).reshape(done.shape + (-1,))
     (h, c), outputs = state, []
     for t in range(done.shape[0]):
         keep, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
@@ -460,13 +493,13 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     time over everyone, where a waiting hero's state carries over, in outputs, final states and gradients."""
     torch.manual_seed(0)
     teams, N, obs_size = 6, 2, 5
-    agent = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=16)
+    agent = new_agent(script, obs_size, num_actions=3, num_heroes=N, hidden_size=16)
     x = torch.randn(T * teams * N, obs_size)
     state = (torch.randn(1, teams * N, 16), torch.randn(1, teams * N, 16))
     done = (torch.rand(T, teams) < ends).float().repeat_interleave(N, 1)
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
     active[: min(4, T - 1)] = waiting < 1.0  # a stretch with every team active (none at all where waiting is 1)
-    got, (h, c), _ = agent.get_states(x, state, done.flatten(), active.flatten())
+    got, (h, c) = get_states(agent, x, state, done.flatten(), active.flatten())
     want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
@@ -478,14 +511,14 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
 
 
 @pytest.mark.parametrize("waiting", [0.0, 0.5])  # every team acts (stretches), some wait (the padded call)
-def test_lstm_skip_adds_the_lstms_input_features_to_its_output(script, waiting):
+def test_lstm_skip_adds_the_lstms_input_features_to_its_output(selfplay, waiting):
     """--lstm-skip: where a hero acts, its output is the same weights' LSTM output plus the first H features that
     the LSTM takes in (the encoder's with the hero embedding, not the cross-hero pool); elsewhere zero; the
     states it carries are the LSTM's alone."""
     torch.manual_seed(0)
     T, teams, N, obs_size, H = 12, 6, 2, 5, 16
-    plain = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H)
-    skip = script.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H, lstm_skip=True)
+    plain = selfplay.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H)
+    skip = selfplay.Agent((obs_size,), num_actions=3, num_heroes=N, hidden_size=H, lstm_skip=True)
     skip.load_state_dict(plain.state_dict())
     x = torch.randn(T * teams * N, obs_size)
     state = (torch.randn(1, teams * N, H), torch.randn(1, teams * N, H))
@@ -687,7 +720,7 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
     assert (matchmaking.learner_side[~against] == 0).all()  # 0 in a game of the latest policy against itself
 
 
-def test_bot_ladder_follows_the_learner_up(script):
+def test_bot_ladder_follows_the_learner_up(selfplay):
     """--bot-ladder 0.5: the bot games draw from the bots up to the first one the learner's running win rate
     (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot.
     --bot-ladder-top 2: from the highest two of those only."""
@@ -701,7 +734,7 @@ def test_bot_ladder_follows_the_learner_up(script):
         bot_ladder_top=0,
     )
     E, rng = 30_000, np.random.default_rng(0)
-    matchmaking, pool, games = script.Matchmaking(E, 2, 1, list(bots), args), script.OpponentPool(), np.arange(E)
+    matchmaking, pool, games = selfplay.Matchmaking(E, 2, 1, list(bots), args), selfplay.OpponentPool(), np.arange(E)
 
     def drawn():
         matchmaking.new_games(games, pool, 1.0, rng)
@@ -760,24 +793,24 @@ def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
     np.random.default_rng().bit_generator.state = back["generator"]
 
 
-def test_a_file_written_before_plain_data_is_refused_then_converted(script, driven, tmp_path, capsys):
+def test_a_file_written_before_plain_data_is_refused_then_converted(selfplay, driven, tmp_path, capsys):
     """A checkpoint as scripts wrote it before 2026-11-27 (NumPy arrays pickled): one line that names the converter,
-    exit 2; cleanfive/convert_saved.py turns it into the plain file the script writes today, which then loads."""
+    exit 2; cleanfive/convert_saved.py turns it into the plain file the selfplay writes today, which then loads."""
     result, folder = driven["lag", 2, 1]
     assert result.returncode == 0, result.stderr
     (new,) = (folder / "runs").glob("*/checkpoint.pt")
-    today = script.from_plain(torch.load(new, weights_only=True))
+    today = selfplay.from_plain(torch.load(new, weights_only=True))
     old = tmp_path / "checkpoint.pt"
-    torch.save({**today, "script": "ppo_lstm_selfplay.py"}, old)  # NumPy arrays pickled as such
+    torch.save({**today, "selfplay": "ppo_lstm_selfplay.py"}, old)  # NumPy arrays pickled as such
     with pytest.raises(SystemExit) as exit_info:
-        script.load_saved(str(old), "--resume", script.CHECKPOINT_KEYS)
+        selfplay.load_saved(str(old), "--resume", selfplay.CHECKPOINT_KEYS)
     assert exit_info.value.code == 2 and "convert_saved.py" in capsys.readouterr().err
     converter = SCRIPT.with_name("convert_saved.py")
     converted = subprocess.run([sys.executable, str(converter), str(old)], capture_output=True, text=True, timeout=120)
     assert converted.returncode == 0, converted.stderr
     assert torch.equal(torch.load(old, weights_only=True)["model"]["actor.weight"], today["model"]["actor.weight"])
     assert (tmp_path / "checkpoint.pt.old").exists()
-    loaded = script.load_saved(str(old), "--resume", script.CHECKPOINT_KEYS)
+    loaded = selfplay.load_saved(str(old), "--resume", selfplay.CHECKPOINT_KEYS)
     local, want = loaded["ranks"][0], today["ranks"][0]
     assert np.array_equal(local["rng"]["numpy"][1], want["rng"]["numpy"][1])  # the legacy NumPy state's key array
 
@@ -840,15 +873,15 @@ def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(scr
 
 @pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
 @pytest.mark.parametrize("waiting", [True, False])  # some rows wait (the padded LSTM call), or none (stretches)
-def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, env_id, waiting):
+def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(selfplay, env_id, waiting):
     """--square-head: a move's logit is the actor's plus the square head's map at the square the move fills (Connect
     Four: the lowest empty square of its column, found here by walking up the column; TicTacToe: the move's own
     square), on the rows that act; a row that waits gets the actor's logits alone. The log-probabilities the update
     uses are those logits' (get_action_and_value and get_logits agree)."""
     torch.manual_seed(0)
-    env = script.make_team_env(env_id, 1, 0)
+    env = selfplay.make_team_env(env_id, 1, 0)
     (channels, height, width), num_actions = env.obs_shape, env.num_actions
-    agent = script.Agent(env.obs_shape, num_actions, 1, 16, square_head=True)
+    agent = selfplay.Agent(env.obs_shape, num_actions, 1, 16, square_head=True)
     torch.nn.init.normal_(agent.square_head[2].weight)  # (its initial weights are near zero)
     rows = 10
     board = torch.randint(-1, 2, (rows, height, width))  # -1 empty, 0 own, 1 the opponent's
@@ -860,7 +893,7 @@ def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, en
     x = torch.zeros(rows, channels, height, width)
     x[:, 0], x[:, 1], x[:, 2] = board == 0, board == 1, 1.0
     active = torch.arange(rows) % 3 > 0 if waiting else torch.ones(rows, dtype=torch.bool)
-    hidden, _, squares = agent.get_states(x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active)
+    hidden, _, squares = agent.get_states(x, selfplay.zero_state(agent, rows, "cpu"), torch.zeros(rows), active)
     maps = agent.square_head(agent.encoder[:5](agent.normalize(x)))[:, 0]
     want = agent.actor(hidden).detach().clone()
     for r in np.flatnonzero(active):
@@ -877,7 +910,7 @@ def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(script, en
     for move in range(num_actions):
         action = torch.full((rows,), move)
         _, logprob, _, _, _ = agent.get_action_and_value(
-            x, script.zero_state(agent, rows, "cpu"), torch.zeros(rows), active, mask, action
+            x, selfplay.zero_state(agent, rows, "cpu"), torch.zeros(rows), active, mask, action
         )
         torch.testing.assert_close(logprob, torch.log_softmax(got, -1)[:, move], rtol=1e-5, atol=1e-6)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 from driver import drive
+from needs import microrts_missing
 from payloads import RunsCode
 from saved_models import save_selfplay_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -266,11 +267,7 @@ ERROR_CASES = (
     "--capture-video without a display",
 )
 # scripts whose world needs something the machine may lack: every case of theirs is skipped without it
-UNAVAILABLE = {
-    "ppo_gridnet_masked": "Java runtime or the microrts extra not installed"
-    if shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None
-    else None
-}
+UNAVAILABLE = {"ppo_gridnet_masked": microrts_missing(), "ppo_action_guidance": microrts_missing()}
 FAULT = re.compile(r"^error: non-finite loss or parameters at update (\d+); stopped\. Last good checkpoint: (.+)$")
 RESUMED = re.compile(r"^resumed from (.+) at update (\d+) \(global_step (\d+)\)$", re.M)
 

@@ -99,8 +99,13 @@ def benchmark(name: str):
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_scripts_import_and_describe_their_flags(name):
-    """Every benchmark imports (provenance helpers, the script's own imports) and its parser makes a --help text."""
-    assert "usage:" in benchmark(name).PARSER.format_help()
+    """Every benchmark imports (provenance helpers, the script's own imports), says what it does, and every flag of
+    its parser says what it is for."""
+    parser = benchmark(name).PARSER
+    assert parser.description and len(parser.description.split()) >= 10, f"benchmark/{name}.py describes nothing"
+    for action in parser._actions:
+        assert action.help and action.help.strip(), f"benchmark/{name}.py: {action.option_strings} has no help"
+        assert all(option in parser.format_help() for option in action.option_strings)
 
 
 def documented_commands() -> list[tuple[str, str, list[str] | None]]:
@@ -577,3 +582,47 @@ def test_script_at_writes_a_commits_script_and_refuses_an_unknown_commit(capsys)
         provenance.script_at("no-such-commit", script)
     assert stop.value.code == 2
     assert "git has no no-such-commit:cleanfive/ppo_lstm_selfplay.py" in capsys.readouterr().err
+
+
+MISSING_TEST = """
+import pytest
+from needs import MISSING, needs
+
+@needs(MISSING + "a thing this machine lacks")
+def test_needs_a_thing():
+    pass
+
+def test_skips_at_run_time():
+    pytest.skip(MISSING + "another thing")
+
+@pytest.mark.skipif(True, reason="needs a GPU")
+def test_a_skip_of_another_kind():
+    pass
+"""
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_under_ci_a_test_that_lacks_what_it_needs_fails_naming_it(tmp_path, ci):
+    """CI=true (as CI runs .ci/run): a `missing:` skip (tests/needs.py: Java, Chromium, an extra) fails and says what
+    is missing; other skips (no GPU) stay skips. Without CI they all skip."""
+    (tmp_path / "test_missing.py").write_text(MISSING_TEST)
+    env = {**os.environ, "CI": ci, "PYTHONPATH": str(ROOT / "tests")}
+    flags = ["-p", "conftest", "-p", "no:xdist", "-p", "no:cacheprovider", "-o", "addopts=", "-rA"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *flags, str(tmp_path / "test_missing.py")],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    if ci:
+        assert result.returncode == 1 and "1 failed, 1 skipped, 1 error" in result.stdout, result.stdout[-2000:]
+        assert "cannot run: a thing this machine lacks" in result.stdout
+        assert "cannot run: another thing" in result.stdout
+    else:
+        assert result.returncode == 0 and "3 skipped" in result.stdout, result.stdout[-2000:]
+
+
+def test_every_skip_for_a_missing_requirement_goes_through_tests_needs():
+    """No test file skips on Java, an extra or a browser by a reason of its own, which CI=true would not catch."""
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        text = path.read_text() if path.name != "test_repo.py" else ""
+        assert "importorskip" not in text, f"{path.name}: use tests/needs.py (a `missing:` reason) instead"
+        assert 'shutil.which("java")' not in text, f"{path.name}: use tests/needs.py's needs_microrts"

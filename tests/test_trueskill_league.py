@@ -96,14 +96,16 @@ def test_win_raises_mu_lowers_sigma_loss_lowers_mu():
         tl.ReferenceEvaluator(refs).update_many("random", [0.7])
 
 
-def test_update_many_is_sequential_updates():
+def test_update_many_is_sequential_closed_form_updates_against_a_fixed_reference():
+    """Each game moves the policy by Herbrich et al.'s closed form (tau = 0) against the reference's fixed rating."""
     refs = {"random": trueskill.Rating(0.0, 2.0)}
     a = tl.ReferenceEvaluator(refs)
     a.update_many("random", [1, 0.5, 0, 1])
-    b = tl.ReferenceEvaluator(refs)
-    for s in [1, 0.5, 0, 1]:
-        b.update_many("random", [s])
-    assert (a.rating.mu, a.rating.sigma) == (b.rating.mu, b.rating.sigma)
+    mu, sigma = 0.0, tl.SIGMA0  # a fresh evaluator's rating
+    for outcome in ["win", "draw", "loss", "win"]:
+        mu, sigma = _closed_form(mu, sigma, 0.0, 2.0, outcome)
+    assert (a.rating.mu, a.rating.sigma) == pytest.approx((mu, sigma), rel=1e-6)
+    assert refs["random"] == trueskill.Rating(0.0, 2.0)  # the reference is not rated
 
 
 def test_equal_scores_are_a_draw():

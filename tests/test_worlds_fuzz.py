@@ -6,14 +6,13 @@ where the world has one), finite observations and rewards, outcomes in {-1, 0, +
 game lengths within the world's cap and equal to the steps actually played.
 """
 
-import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import needs_microrts
 
 from cleanfive.envs.atari import EpisodeStatistics, make_atari
 from cleanfive.envs.board import BOARD_ENV_IDS
@@ -201,10 +200,7 @@ def fuzz_microrts():
     env.close()
 
 
-@pytest.mark.skipif(
-    shutil.which("java") is None or importlib.util.find_spec("gym_microrts") is None,
-    reason="Java runtime or the microrts extra not installed",
-)
+@needs_microrts
 def test_microrts_survives_random_and_illegal_actions_and_resets():
     here = Path(__file__).parent
     code = f"import sys; sys.path.insert(0, {str(here)!r}); from test_worlds_fuzz import fuzz_microrts; fuzz_microrts()"

@@ -88,7 +88,10 @@ def microrts_dir() -> str:
 
 def map_size(map_path: str) -> tuple[int, int]:
     """(H, W) of a map given relative to the gym-microrts folder, e.g. ``maps/16x16/basesWorkers16x16.xml``."""
-    full = os.path.join(microrts_dir(), map_path)
+    try:
+        full = os.path.join(microrts_dir(), map_path)
+    except MicrortsUnavailable as exc:  # the hint names the map that could not be opened
+        raise MicrortsUnavailable(f"cannot open map {map_path!r}: {exc}") from exc
     if not os.path.isfile(full):
         raise ValueError(f"map {map_path!r} not found under {os.path.join(microrts_dir(), 'maps')}")
     root = ET.parse(full).getroot()
