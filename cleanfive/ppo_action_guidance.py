@@ -367,6 +367,32 @@ class Agent(nn.Module):
         return action, zeros.index_add(0, b, logprob), zeros.index_add(0, b, entropy), self.critic(hidden)
 
 
+def gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation (Schulman et al. 2016, eq. 16) over (T, E) tensors, as CleanRL writes it;
+    ``dones[t]`` marks that the observation of step t starts a new game, ``next_done`` the one after the last step."""
+    advantages, lastgaelam, num_steps = torch.zeros_like(rewards), 0, len(rewards)
+    for t in reversed(range(num_steps)):
+        nextnonterminal = 1.0 - (next_done if t == num_steps - 1 else dones[t + 1])
+        nextvalues = next_value if t == num_steps - 1 else values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages
+
+
+def policy_loss(advantages, ratio, clip_coef):
+    """PPO's clipped surrogate objective, negated, per sample (Schulman et al. 2017, eq. 7)."""
+    return torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
+
+
+def value_loss(newvalue, values, returns, clip_coef, clip_vloss):
+    """Half the squared error of the value head per sample; clipped around the rollout's values (PPO detail 9)."""
+    v_loss_unclipped = (newvalue - returns) ** 2
+    if not clip_vloss:
+        return 0.5 * v_loss_unclipped
+    v_clipped = values + torch.clamp(newvalue - values, -clip_coef, clip_coef)
+    return 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2)
+
+
 def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_masked, score_masked):
     """GAE, then CleanRL's PPO epochs over shuffled minibatches. rollout: obs (T, E, H, W, 27), masks (T, E, HW, 78),
     actions (T, E, HW, 7), logprobs, rewards, dones, values (T, E) with T = num_steps; next_obs (E, H, W, 27) and
@@ -374,12 +400,7 @@ def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_mask
     rewards, dones, values = rollout["rewards"], rollout["dones"], rollout["values"]
     with torch.no_grad():
         next_value = agent.get_value(next_obs).reshape(1, -1)  # bootstrap value if not done
-        advantages, lastgaelam = torch.zeros_like(rewards), 0
-        for t in reversed(range(args.num_steps)):
-            nextnonterminal = 1.0 - (next_done if t == args.num_steps - 1 else dones[t + 1])
-            nextvalues = next_value if t == args.num_steps - 1 else values[t + 1]
-            delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-            advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+        advantages = gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
         returns = advantages + values
 
     # flatten the batch: (T, E, ...) -> (T * E, ...)
@@ -408,21 +429,12 @@ def ppo_update(args, agent, optimizer, rollout, next_obs, next_done, sample_mask
                 mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
             # Policy loss
-            pg_loss1 = -mb_advantages * ratio
-            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+            pg_loss = policy_loss(mb_advantages, ratio, args.clip_coef).mean()
 
             # Value loss
             newvalue = newvalue.view(-1)
-            if args.clip_vloss:
-                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                v_clipped = b["values"][mb_inds] + torch.clamp(
-                    newvalue - b["values"][mb_inds], -args.clip_coef, args.clip_coef
-                )
-                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-            else:
-                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+            v_loss = value_loss(newvalue, b["values"][mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+            v_loss = v_loss.mean()
 
             entropy_loss = entropy.mean()
             loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef

@@ -531,6 +531,20 @@ class Matchmaking:
         self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
 
 
+def policy_loss(advantages, ratio, clip_coef):
+    """PPO's clipped surrogate objective, negated, per sample (Schulman et al. 2017, eq. 7)."""
+    return torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
+
+
+def value_loss(newvalue, values, returns, clip_coef, clip_vloss):
+    """Half the squared error of the value head per sample; clipped around the rollout's values (PPO detail 9)."""
+    v_loss_unclipped = (newvalue - returns) ** 2
+    if not clip_vloss:
+        return 0.5 * v_loss_unclipped
+    v_clipped = values + torch.clamp(newvalue - values, -clip_coef, clip_coef)
+    return 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2)
+
+
 def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, gae_lambda):
     """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
     which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
@@ -553,6 +567,16 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
         if t == rewards.shape[0] - 1:
             advantages[t] = lastgaelam = torch.where(left_out, 0.0, lastgaelam)
     return advantages, values
+
+
+def anneal(start, end, frac):
+    """A linear schedule: ``start`` at frac 1 (the first update), ``end`` at frac 0 (after the last)."""
+    return end + frac * (start - end)
+
+
+def discount(seconds_per_step, horizon_seconds):
+    """gamma from the reward horizon H (OpenAI Five, Appendix G): H = T / (1 - gamma) for T game seconds a step."""
+    return 1.0 - seconds_per_step / horizon_seconds
 
 
 def team_acting(info, num_heroes):
@@ -750,7 +774,7 @@ if __name__ == "__main__":
     args.square_head = args.square_head and len(envs.obs_shape) == 3  # and a board of squares (channels, rows, columns)
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
-    args.gamma = 1.0 - envs.seconds_per_step / args.horizon_seconds
+    args.gamma = discount(envs.seconds_per_step, args.horizon_seconds)
     copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
     args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len) * copies
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
@@ -894,12 +918,12 @@ if __name__ == "__main__":
     start_step = global_step
 
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
-        frac = 1.0 - (iteration - 1.0) / args.num_iterations
-        lr = frac * args.learning_rate if args.anneal_lr else args.learning_rate
+        frac = 1.0 - (iteration - 1.0) / args.num_iterations  # 1 at the first update, 1 / num_iterations at the last
+        lr = anneal(args.learning_rate, 0.0, frac) if args.anneal_lr else args.learning_rate
         optimizer.param_groups[0]["lr"] = lr
-        ent_coef = args.ent_coef_final + frac * (args.ent_coef - args.ent_coef_final)
-        bot_share = args.bot_fraction_end + frac * (args.bot_fraction - args.bot_fraction_end)
-        tau = args.team_spirit_end + frac * (args.team_spirit_start - args.team_spirit_end)
+        ent_coef = anneal(args.ent_coef, args.ent_coef_final, frac)
+        bot_share = anneal(args.bot_fraction, args.bot_fraction_end, frac)
+        tau = anneal(args.team_spirit_start, args.team_spirit_end, frac)  # team spirit 0.3 -> 1 (Appendix G)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         past_games = []  # (past version, learner's score) of the games against past versions in this rollout
         bot_games = []  # (bot, whether the learner won) of the games against bots in this rollout
@@ -1064,22 +1088,10 @@ if __name__ == "__main__":
                     std = ((((mb_advantages - mean) ** 2) * pg_w).sum() / pg_n).sqrt()
                     mb_advantages = (mb_advantages - mean) / (std + 1e-8)
 
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = (torch.max(pg_loss1, pg_loss2) * pg_w).sum() / pg_n
-
-                # Value loss
+                pg_loss = (policy_loss(mb_advantages, ratio, args.clip_coef) * pg_w).sum() / pg_n
                 newvalue = newvalue.view(-1)
-                if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss = 0.5 * (torch.max(v_loss_unclipped, v_loss_clipped) * v_w).sum() / v_n
-                else:
-                    v_loss = 0.5 * (((newvalue - b_returns[mb_inds]) ** 2) * v_w).sum() / v_n
+                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                v_loss = (v_loss * v_w).sum() / v_n
 
                 entropy_loss = (entropy * pg_w).sum() / pg_n
                 loss = pg_loss - ent_coef * entropy_loss + v_loss * args.vf_coef
