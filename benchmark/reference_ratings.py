@@ -15,10 +15,18 @@ import time
 
 import provenance as pv
 
-from cleanfive.envs.teams import SHIPPED_RATINGS, TEAM_ENV_IDS, fit_bots, make_team_env, ratings_key
+from cleanfive.envs.teams import (
+    SHIPPED_RATINGS,
+    TEAM_ENV_IDS,
+    fit_bots,
+    make_team_env,
+    play_bots,
+    ratings_key,
+)
 
 WORLD_CODE = ("cleanfive/envs/board.py", "cleanfive/envs/moba.py", "cleanfive/envs/football.py")  # the bots too
 GAMES = 400  # the default --reference-games of ppo_lstm_selfplay.py and five_surgery.py
+SLICE_GAMES = 24  # the games of the slice that tests/test_reference_ratings.py plays again in the default run
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--worlds", nargs="+", default=list(TEAM_ENV_IDS), choices=TEAM_ENV_IDS, help="worlds to rate")
 PARSER.add_argument("--games", type=int, default=GAMES, help="games per pair of references")
@@ -40,6 +48,10 @@ if __name__ == "__main__":
         shipped[key] = dict(env_id=env_id, num_heroes=env.num_heroes, references=references, games=args.games, seed=0)
         shipped[key] |= dict(world_code=key.rsplit("__", 1)[1], commit=code, date=pv.now(), seconds=round(seconds, 1))
         shipped[key]["ratings"] = {k: {"mu": r.mu, "sigma": r.sigma} for k, r in ratings.items()}
+        # a slice that a default test run replays exactly: SLICE_GAMES seeded games of the second and third references
+        pair = references[1:3]  # (the first, random, loses nearly every game: a slice of it would say little)
+        scores = play_bots(env_id, *pair, SLICE_GAMES, 0, env.num_heroes)
+        shipped[key]["slice"] = {"pair": pair, "games": SLICE_GAMES, "scores": [float(s) for s in scores]}
         rows.append((env_id, env.num_heroes, seconds, ratings))
     SHIPPED_RATINGS.write_text(json.dumps(dict(sorted(shipped.items())), indent=1) + "\n")
     print("\n".join(pv.header(PARSER, args, code, "", "")))

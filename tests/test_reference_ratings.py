@@ -3,6 +3,8 @@ its default references at the scripts' default games, matching the world's code 
 without a game played; and (slow) the same numbers when they are played again."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +70,32 @@ def test_the_shipped_ratings_are_what_the_games_give_again(env_id):
     for name, rating in ratings.items():
         want = (shipped[name]["mu"], shipped[name]["sigma"])
         assert (rating.mu, rating.sigma) == pytest.approx(want, abs=tolerance), name
+
+
+@pytest.mark.parametrize("env_id", [e for e in teams.TEAM_ENV_IDS if e != "VmasFootball-v0"])
+def test_a_slice_of_the_shipped_games_plays_again_exactly(env_id):
+    """The default run replays the slice that benchmark/reference_ratings.py kept beside each world's ratings: 24
+    seeded games of its second and third bots, with the code as it is (the key above ties the ratings to that code;
+    -m slow plays all 400 games a pair again). VMAS football's bot games do not repeat from run to run, so not it."""
+    env, key = world(env_id)
+    kept = SHIPPED[key]["slice"]
+    assert kept["pair"] == list(env.bot_names[1:3]) and len(kept["scores"]) == kept["games"] == 24
+    assert 0 < sum(kept["scores"]) < kept["games"], "a slice one bot wins throughout would check little"
+    scores = teams.play_bots(env_id, *kept["pair"], kept["games"], 0, env.num_heroes)
+    assert scores.tolist() == kept["scores"]
+
+
+def test_the_ratings_key_covers_every_file_that_makes_a_rating(tmp_path, monkeypatch):
+    """A change to the world's module, to the bot games (envs/teams.py) or to the fit (trueskill_league.py) names
+    other ratings, so ratings made by older code are never read as the code's."""
+    env, key = world("TicTacToe-v1")
+    for path in (Path(sys.modules[type(env).__module__].__file__), *teams.RATING_CODE):
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes() + b"\n# changed\n")
+        if path in teams.RATING_CODE:
+            monkeypatch.setattr(teams, "RATING_CODE", tuple(copy if p == path else p for p in teams.RATING_CODE))
+        else:
+            monkeypatch.setattr(sys.modules[type(env).__module__], "__file__", str(copy))
+        assert teams.ratings_key(env, "TicTacToe-v1", list(env.bot_names), GAMES) != key, path.name
+        monkeypatch.undo()
+    assert teams.ratings_key(env, "TicTacToe-v1", list(env.bot_names), GAMES) == key

@@ -130,14 +130,18 @@ def play_bots(
 
 
 SHIPPED_RATINGS = Path(__file__).with_name("reference_ratings.json")  # written by benchmark/reference_ratings.py
+# the code behind every world's ratings beside the world's own module: the bot games (this module) and the fit
+RATING_CODE = (Path(__file__), Path(__file__).parents[1] / "trueskill_league.py")
 
 
 def ratings_key(env, env_id: str, references: list[str], games: int) -> str:
     """The name of the reference ratings of the world ``env`` (``make_team_env(env_id, ...)``): world, team size, bot
-    set, games per pair and the version of the world's code (a hash of its module, bots included)."""
-    with open(sys.modules[type(env).__module__].__file__, "rb") as source:
-        world_code = hashlib.sha256(source.read()).hexdigest()[:8]
-    return "__".join([env_id, f"{env.num_heroes}_heroes", *references, f"{games}_games", world_code])
+    set, games per pair and the version of the code that makes a rating (a hash of the world's module, bots included,
+    of this module, which plays the bot games, and of trueskill_league.py, which fits them)."""
+    digest = hashlib.sha256()
+    for path in (Path(sys.modules[type(env).__module__].__file__), *RATING_CODE):
+        digest.update(path.read_bytes())
+    return "__".join([env_id, f"{env.num_heroes}_heroes", *references, f"{games}_games", digest.hexdigest()[:8]])
 
 
 def fit_bots(env_id: str, num_heroes: int, references: list[str], games: int) -> dict:
