@@ -125,7 +125,8 @@ def phase(plies: np.ndarray) -> list[str]:
 
 def judge(path: str, fresh: bool = False, data: Path = DATA) -> dict:
     """The judge's numbers of the model ``path``: ``positions`` (all), then for ``overall`` and each phase (plies
-    "0–6", ...) the not-lost positions ``n`` (``won`` of them won) and the mean of each of ``METRICS``; ``seconds``."""
+    "0–6", ...) the not-lost positions ``n`` (``won`` of them won) and the mean of each of ``METRICS``; the
+    ``global_step`` of a checkpoint (None: a --save-model file) and the CPU ``seconds`` it took."""
     start = time.process_time()
     agent, saved = load_agent(path, (ENV_ID,))
     moves, scores = load_positions(data)
@@ -141,7 +142,7 @@ def judge(path: str, fresh: bool = False, data: Path = DATA) -> dict:
         rows = np.ones(len(phases), bool) if label == "overall" else phases == label
         out[label] = {"n": int(rows.sum()), "won": int((value[kept][rows] > 0).sum())}
         out[label] |= {metric: float(per[metric][rows].mean()) for metric in METRICS}
-    return out | {"seconds": round(time.process_time() - start, 1)}
+    return out | {"global_step": saved.get("global_step"), "seconds": round(time.process_time() - start, 1)}
 
 
 def table(results: dict[str, dict]) -> list[str]:

@@ -178,3 +178,55 @@ def test_every_connect4_card_carries_the_judges_table():
         section = path.with_suffix(".md").read_text().split("\n## Perfect play\n", 1)[1]
         rows = [line for line in judge.table({f"`{path.stem}`": judge.judge(str(path))}) if line.startswith("|")]
         assert [line for line in section.splitlines() if line.startswith("|")] == rows
+
+
+def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path, monkeypatch):
+    """benchmark/ppo_lstm_selfplay_learning.py: a checkpoint's judge goes into the row of the evaluation at its step
+    (once per file written); a kept run's final model gets its judge if it is the file its final table played; the
+    final table's judge rows are each seed's numbers and their mean ± std (numpy's, here)."""
+    import hashlib
+    import importlib
+
+    bench = importlib.import_module("ppo_lstm_selfplay_learning")
+    models = [
+        save_selfplay_model(tmp_path / f"m{seed}.cleanfive_model", "ConnectFour-v1", seed=seed) for seed in (1, 2)
+    ]
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save(torch.load(models[0], weights_only=True) | {"global_step": 4096}, checkpoint)
+    rows = [{"step": 2048}, {"step": 4096}]
+    judged = bench.judge_checkpoint(str(checkpoint), rows, "ConnectFour-v1", None)
+    overall = judge.judge(models[0])["overall"]
+    assert "judge" not in rows[0] and rows[1]["judge"] == pytest.approx(
+        {m: overall[m] for m in judge.METRICS}, abs=1e-4
+    )
+    monkeypatch.setattr(bench.connect4_judge, "judge", lambda path: pytest.fail("judged the same file again"))
+    assert bench.judge_checkpoint(str(checkpoint), rows, "ConnectFour-v1", judged) == judged
+    assert bench.judge_checkpoint(str(checkpoint), [{"step": 4096}], "TicTacToe-v1", None) is None
+    monkeypatch.undo()
+    foreign = tmp_path / "foreign.pt"
+    foreign.write_text("not a checkpoint")
+    assert bench.judge_checkpoint(str(foreign), rows[:1], "ConnectFour-v1", None) is not None and "judge" not in rows[0]
+
+    args = bench.PARSER.parse_args(["--seeds", "1", "2", "--clock", "cpu", "--jobs", "2", "--from-results"])
+    args.results = tmp_path
+    for seed, model in zip((1, 2), models, strict=True):
+        identity = {"env_id": args.env_id, "seed": seed, "minutes": 30.0, "clock": "cpu", "threads": 1, "extra": []}
+        digest = hashlib.sha256(Path(model).read_bytes()).hexdigest() if seed == 1 else "another file"
+        run = identity | {"rows": [{"step": 4096, "cpu": 60.0, "time": 61.0}], "model": model, "code": "abc1234"}
+        run |= {"date": "2026-12-06 06:00 UTC"}
+        bench.pv.keep(tmp_path / "block" / f"seed{seed}.json", run | {"final": {"games": 8, "model_sha256": digest}})
+    found = {seed: bench.kept_or_train(seed, "block", args) for seed in (1, 2)}
+    assert found[1]["final"]["judge"]["overall"] == judge.judge(models[0])["overall"]
+    assert "judge" in json.loads((tmp_path / "block" / "seed1.json").read_text())["final"]
+    assert "judge" not in found[2]["final"]  # its final table played another file
+
+    results = [judge.judge(model) for model in models]
+    lines = bench.judge_table({1: {"judge": results[0]}, 2: None, 3: {"judge": results[1]}})
+    keeps = [r["overall"]["keeps"] for r in results]
+    assert (
+        f"| most likely move keeps the outcome (all 1,577) | {keeps[0]:.3f} | — | {keeps[1]:.3f} | "
+        f"{np.mean(keeps):.3f} ± {np.std(keeps):.3f} (2/3 seeds) |"
+    ) in lines
+    early = [r["0–6"]["keeps"] for r in results]
+    assert f"| most likely keeps, plies 0–6 (426) | {early[0]:.3f} | — | {early[1]:.3f} |" in "\n".join(lines)
+    assert bench.judge_table({1: {"games": 8}, 2: None}) == []
