@@ -11,11 +11,11 @@ perfect solver; ``benchmark/data/README.md``) and, among the positions that are 
 * **sampled**: the mean probability that a move sampled from its policy keeps the outcome;
 * **uniform random**: the share of legal moves that keep it, what a uniformly random legal move scores.
 
-How the network sees a position: as in a game, the LSTM steps only on the turns of the side it plays, so each game is
-replayed from the empty board and the network reads the side to move's board at each of its turns, from a fresh state
-at the game's start, the policy read at the last (the position). ``--fresh-state``: the position alone, from a fresh
-state. A judge only: nothing trains on these positions, on a solver's moves or on its scores, so that the number
-measures what self-play learned.
+How the network sees a position: as in a game, the LSTM steps only on the turns of the side it plays, so each game
+is replayed from the empty board and the network reads the side to move's board at each of its turns, from a fresh
+state at the game's start, the policy read at the last (the position). A last row gives the overall numbers of the
+position alone, from a fresh state (what the earlier turns change). A judge only: nothing trains on these positions,
+on a solver's moves or on its scores, so that the number measures what self-play learned.
 
     uv run --all-extras python benchmark/connect4_judge.py --models cleanfive/models/connect4.cleanfive_model
 """
@@ -38,7 +38,6 @@ BUNDLED = "cleanfive/models/connect4.cleanfive_model"
 MEASURED = ("benchmark/connect4_judge.py", "benchmark/data", "cleanfive/ppo_lstm_selfplay.py")  # the commit's +dirty
 PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", default=[BUNDLED], help="--save-model files or checkpoints of the script")
-PARSER.add_argument("--fresh-state", action="store_true", help="the position alone, not the earlier turns")
 PARSER.add_argument("--block", help="also write the table into this docs block (any page of docs/ with its markers)")
 PARSER.add_argument("--cards", action="store_true", help="also write each model's table into its card (a bundled one)")
 
@@ -123,10 +122,11 @@ def phase(plies: np.ndarray) -> list[str]:
     return [f"{p // PHASE * PHASE}–{p // PHASE * PHASE + PHASE - 1}" for p in plies]
 
 
-def judge(path: str, fresh: bool = False, data: Path = DATA) -> dict:
+def judge(path: str, data: Path = DATA) -> dict:
     """The judge's numbers of the model ``path``: ``positions`` (all), then for ``overall`` and each phase (plies
-    "0–6", ...) the not-lost positions ``n`` (``won`` of them won) and the mean of each of ``METRICS``; the
-    ``global_step`` of a checkpoint (None: a --save-model file) and the CPU ``seconds`` it took."""
+    "0–6", ...) the not-lost positions ``n`` (``won`` of them won) and the mean of each of ``METRICS``, and
+    ``fresh_state``: ``overall`` with the position alone; the ``global_step`` of a checkpoint (None: a --save-model
+    file) and the CPU ``seconds`` it took."""
     start = time.process_time()
     agent, saved = load_agent(path, (ENV_ID,))
     moves, scores = load_positions(data)
@@ -134,41 +134,45 @@ def judge(path: str, fresh: bool = False, data: Path = DATA) -> dict:
     value = np.nanmax(np.sign(scores), -1)
     kept = value >= 0  # not lost for the player to move
     boards = replay([m for m, k in zip(moves, kept, strict=True) if k])
-    probs = policy(agent, boards, plies[kept], fresh)
-    per = score_moves(scores[kept], probs)
+    per = score_moves(scores[kept], policy(agent, boards, plies[kept], fresh=False))
+    fresh = score_moves(scores[kept], policy(agent, boards, plies[kept], fresh=True))
     phases = np.array(phase(plies[kept]))
-    out = {"positions": len(moves), "fresh_state": fresh}
+    out = {"positions": len(moves)}
     for label in ["overall", *sorted(set(phases), key=lambda p: int(p.split("–")[0]))]:
         rows = np.ones(len(phases), bool) if label == "overall" else phases == label
         out[label] = {"n": int(rows.sum()), "won": int((value[kept][rows] > 0).sum())}
         out[label] |= {metric: float(per[metric][rows].mean()) for metric in METRICS}
+    out["fresh_state"] = out["overall"] | {metric: float(fresh[metric].mean()) for metric in METRICS}
     return out | {"global_step": saved.get("global_step"), "seconds": round(time.process_time() - start, 1)}
 
 
 def table(results: dict[str, dict]) -> list[str]:
-    """The markdown table of ``results`` (label -> :func:`judge`): a row per phase and overall, for each model its
-    keeps / optimal / sampled, and the uniform random move's keeps."""
+    """The markdown table of ``results`` (label -> :func:`judge`): a row per phase, overall, and overall with the
+    position alone, for each model its keeps / optimal / sampled, and the uniform random move's keeps."""
     first = next(iter(results.values()))
-    labels = [key for key in first if isinstance(first[key], dict)]
+    names = {"overall": "**all**", "fresh_state": "all, the position alone"}
     lines = [
         "| plies | not lost (won) | uniform random | " + " | ".join(f"{m}: keeps / optimal / sampled" for m in results)
     ]
     lines[0] += " |"
     lines += ["|---|---:|---:|" + "---:|" * len(results)]
-    for label in [*labels[1:], labels[0]]:
+    for label in [*(key for key in first if "–" in key), *names]:
         row = first[label]
         cells = [
             f"{r[label]['keeps']:.3f} / {r[label]['optimal']:.3f} / {r[label]['sampled']:.3f}" for r in results.values()
         ]
-        name = "**all**" if label == "overall" else label
-        lines.append(f"| {name} | {row['n']:,} ({row['won']:,}) | {row['uniform']:.3f} | " + " | ".join(cells) + " |")
-    memory = "the position alone, from a fresh LSTM state" if first["fresh_state"] else "the side to move's turns"
+        lines.append(
+            f"| {names.get(label, label)} | {row['n']:,} ({row['won']:,}) | {row['uniform']:.3f} | "
+            + " | ".join(cells)
+            + " |"
+        )
     note = (
         f"{first['positions']:,} positions solved by a perfect solver (`benchmark/data/c4_positions.jsonl`), of them "
         f"the {first['overall']['n']:,} not lost for the player to move. keeps: the share where the model's most "
         "likely move keeps the outcome (a win stays a win, a draw a draw); optimal: where it has the solver's best "
         "score; sampled: the mean probability that a sampled move keeps it; uniform random: the share of legal moves "
-        f"that keep it. The network read {memory}" + (" from the game's start." if not first["fresh_state"] else ".")
+        "that keep it. The network reads the side to move's turns from the game's start (its LSTM steps on them as "
+        "in a game); the last row: the position alone, from a fresh LSTM state."
     )
     return [note, "", *lines]
 
@@ -205,7 +209,7 @@ def main() -> None:
         card = pv.ROOT / "cleanfive" / "models" / f"{Path(path).stem}.md"
         pv.check(card.exists(), f"--cards: {path} has no card {card.relative_to(pv.ROOT)}; bundle it first")
     torch.set_num_threads(1)
-    results = {path: judge(path, args.fresh_state) for path in args.models}
+    results = {path: judge(path) for path in args.models}
     seconds = ", ".join(f"{r['seconds']:.1f}" for r in results.values())
     lines = [
         *pv.header(

@@ -290,7 +290,7 @@ def judge_table(finals: dict[int, dict]) -> list[str]:
     judged = [final["judge"] for final in finals.values() if final and "judge" in final]
     if not judged:
         return []
-    phases = [key for key in judged[0] if isinstance(judged[0][key], dict) and key != "overall"]
+    phases = [key for key in judged[0] if "–" in key]  # "0–6", ...
     n = judged[0]["overall"]["n"]
 
     def values(key, metric):

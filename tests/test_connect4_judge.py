@@ -153,6 +153,12 @@ def test_the_judge_of_a_model_is_its_positions_mean(tmp_path):
         weighted = sum(result[p][metric] * result[p]["n"] for p in phases) / 1577
         assert result["overall"][metric] == pytest.approx(weighted)
     assert result["overall"]["uniform"] == pytest.approx(0.499, abs=5e-4)  # a random legal move, as the issue
+    moves, scores = judge.load_positions()  # the position alone: the mean over the not-lost positions of score_moves
+    agent, _ = load_agent(path, ("ConnectFour-v1",))
+    plies, kept = np.array([len(m) for m in moves]), np.nanmax(np.sign(scores), -1) >= 0
+    alone = judge.policy(agent, judge.replay([m for m, k in zip(moves, kept, strict=True) if k]), plies[kept], True)
+    for metric, values in judge.score_moves(scores[kept], alone).items():
+        assert result["fresh_state"][metric] == pytest.approx(values.mean())
     assert 0.2 < result["overall"]["keeps"] < 0.9  # an untrained network: about as a random move
 
 
