@@ -201,7 +201,8 @@ def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path
     torch.save(torch.load(models[0], weights_only=True) | {"global_step": 4096}, checkpoint)
     rows = [{"step": 2048}, {"step": 4096}]
     judged = bench.judge_checkpoint(str(checkpoint), rows, "ConnectFour-v1", None)
-    overall = judge.judge(models[0])["overall"]
+    results = [judge.judge(model) for model in models]
+    overall = results[0]["overall"]
     assert "judge" not in rows[0] and rows[1]["judge"] == pytest.approx(
         {m: overall[m] for m in judge.METRICS}, abs=1e-4
     )
@@ -222,11 +223,10 @@ def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path
         run |= {"date": "2026-12-06 06:00 UTC"}
         bench.pv.keep(tmp_path / "block" / f"seed{seed}.json", run | {"final": {"games": 8, "model_sha256": digest}})
     found = {seed: bench.kept_or_train(seed, "block", args) for seed in (1, 2)}
-    assert found[1]["final"]["judge"]["overall"] == judge.judge(models[0])["overall"]
+    assert found[1]["final"]["judge"]["overall"] == overall
     assert "judge" in json.loads((tmp_path / "block" / "seed1.json").read_text())["final"]
     assert "judge" not in found[2]["final"]  # its final table played another file
 
-    results = [judge.judge(model) for model in models]
     lines = bench.judge_table({1: {"judge": results[0]}, 2: None, 3: {"judge": results[1]}})
     keeps = [r["overall"]["keeps"] for r in results]
     assert (
