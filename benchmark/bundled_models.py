@@ -4,7 +4,8 @@ Copies the weights and the run's arguments only (a few hundred KB, read with wei
 ``cleanfive/models/<name>.cleanfive_model``, rates the copy with the script's own ``--eval-only`` (512 games against
 every reference of its world, sampled actions, each side in half of the games) and writes the card
 ``cleanfive/models/<name>.md``: what the model is, the command that trained it, where and when, and the table that
-``--eval-only`` printed. ``tests/test_models.py`` (slow) plays the table again and compares.
+``--eval-only`` printed; a Connect Four card also its perfect-play section (``benchmark/connect4_judge.py``).
+``tests/test_models.py`` (slow) plays the table again and compares.
 
     uv run --all-extras python benchmark/bundled_models.py --model runs/<run>/ppo_lstm_selfplay.cleanfive_model \\
         --name connect4 --trained "uv run python cleanfive/ppo_lstm_selfplay.py --seed 1 ..." --about "..."
@@ -13,6 +14,7 @@ every reference of its world, sampled actions, each side in half of the games) a
 import subprocess
 import sys
 
+import connect4_judge
 import provenance as pv
 import torch
 
@@ -66,6 +68,8 @@ if __name__ == "__main__":
         f"Its TrueSkill rating after these games: `{table[-1]}`.",
         "",
     ]
+    if env_id == connect4_judge.ENV_ID:  # against a perfect solver's scores of 2,402 positions
+        card += connect4_judge.card_section(relative, connect4_judge.judge(relative))
     (MODELS / f"{args.name}.md").write_text("\n".join(card))
     print("\n".join(card))
     print(f"saved {relative} and cleanfive/models/{args.name}.md")

@@ -6,11 +6,13 @@ seeds when the win rate against each reference bot first reached a threshold (on
 TrueSkill reached. A run that ends and saves its model (``-- --save-model``) plays it against every reference,
 ``--final-games`` games each: on the board games held-out perturbed ones too, sampled and most likely moves
 (``benchmark/board_table.py``; each model's robust rung follows), in the team worlds with the script's ``--eval-only``
-(win, draw and loss rates). A kept run whose model has no final table yet gets it. Writes a plot and the
-tables into docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless --no-docs.
+(win, draw and loss rates); on Connect Four the perfect-play judge's numbers too (``benchmark/connect4_judge.py``).
+A kept run whose model has no final table (or judge) yet gets it. Writes a plot and the tables into
+docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless --no-docs.
 ``--script-at`` trains the script of an earlier commit instead: a change's own effect, side by side.
 ``--resumable`` writes a checkpoint at each evaluation: run the command again and a seed that was stopped midway
-goes on from its last one (the table names it: a world that cannot save its state restarts the games in flight).
+goes on from its last one (the table names it: a world that cannot save its state restarts the games in flight);
+on Connect Four each of those checkpoints is judged too, and the plot gains the judge against CPU time.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
@@ -30,6 +32,7 @@ from functools import partial
 from pathlib import Path
 
 import board_table
+import connect4_judge
 import numpy as np
 import provenance as pv
 
@@ -91,7 +94,7 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
     cmd = [sys.executable, "-u", str(script), "--env-id", args.env_id, "--seed", str(seed)]
     cmd += ["--save-every", str(save_every)]
     rows, ratings, model, start, offset = [], {}, None, time.time(), {"time": 0.0, "cpu": 0.0}
-    checkpoint, resumed, started, out_of_budget = None, [], pv.now(), False
+    checkpoint, resumed, started, out_of_budget, judged = None, [], pv.now(), False, None
     if args.resumable:  # in a run folder named by the block
         exp_name = f"{SCRIPT.stem}__{so_far.parent.name}"  # (another block's run of this seed is not ours)
         cmd += ["--exp-name", exp_name]
@@ -121,6 +124,7 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
                 checkpoint = checkpoint or str(
                     newest_run(f"{args.env_id}__{exp_name}__{seed}", start) / "checkpoint.pt"
                 )
+                judged = judge_checkpoint(checkpoint, rows, args.env_id, judged)
                 pv.keep(
                     so_far, identity | dict(zip(SO_FAR, (checkpoint, rows, ratings, resumed, started), strict=True))
                 )
@@ -129,12 +133,33 @@ def run_seed(seed: int, args: argparse.Namespace, so_far: Path, identity: dict) 
         )
         if out_of_budget:
             break
+    if checkpoint:  # the checkpoint written after the last evaluation line
+        judge_checkpoint(checkpoint, rows, args.env_id, judged)
     run = {"rows": rows, "ratings": ratings} | ({"resumed": resumed, "started": started} if resumed else {})
     if model is not None:  # (else stopped by the budget before it saved its model)
         run |= {"model": model, "final": final_table(model, seed, args)}
     if not out_of_budget:  # (stopped by the budget, its rows stay: a larger budget can go on from there)
         so_far.unlink(missing_ok=True)
     return run
+
+
+def judge_checkpoint(checkpoint: str, rows: list[dict], env_id: str, judged: float | None) -> float | None:
+    """--resumable on Connect Four: the perfect-play judge (``benchmark/connect4_judge.py``, overall) of the run's
+    checkpoint, written just after an evaluation and read at the next evaluation's line (or at its own, or after the
+    run), kept as ``judge`` in the row of the evaluation at the checkpoint's step. ``judged``: the modification time
+    of the file judged last (not judged again); returns that of this one."""
+    path = Path(checkpoint)
+    if env_id != connect4_judge.ENV_ID or not path.exists() or path.stat().st_mtime == judged:
+        return judged
+    mtime = path.stat().st_mtime
+    try:
+        result = connect4_judge.judge(checkpoint)
+    except SystemExit:  # a file the judge cannot read (it said why in one line): no point on the curve, the run goes on
+        return mtime
+    for row in rows:
+        if row["step"] == result["global_step"]:
+            row["judge"] = {metric: round(result["overall"][metric], 4) for metric in connect4_judge.METRICS}
+    return mtime
 
 
 def newest_run(name: str, since: float) -> Path:
@@ -150,6 +175,8 @@ def final_table(model: str, seed: int, args: argparse.Namespace) -> dict:
     script's own ``--eval-only`` (each side in half of the games): ``games``, ``results`` ({reference: [win, draw,
     loss]}) and the ``trained`` and ``robust rung`` lines it prints; ``model_sha256``: which file it played."""
     digest = {"model_sha256": hashlib.sha256((pv.ROOT / model).read_bytes()).hexdigest()}
+    if args.env_id == connect4_judge.ENV_ID:  # and the perfect-play judge
+        return board_table.final_table(model, args.final_games, seed) | digest | {"judge": connect4_judge.judge(model)}
     if args.env_id in board_table.BOARD_ENV_IDS:
         return board_table.final_table(model, args.final_games, seed) | digest
     script = pv.script_at(args.script_at, SCRIPT) if args.script_at else SCRIPT
@@ -249,7 +276,39 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
     if run and run.get("model") and "final" not in run:  # (a run kept before its world had a final table)
         run |= {"final": final_table(run["model"], seed, args)}
         pv.keep(path, run)
+    model = pv.ROOT / run["model"] if run and run.get("model") else None
+    if model and args.env_id == connect4_judge.ENV_ID and "judge" not in run["final"] and model.exists():
+        if hashlib.sha256(model.read_bytes()).hexdigest() == run["final"].get("model_sha256"):  # the file it played
+            run["final"]["judge"] = connect4_judge.judge(str(model))
+            pv.keep(path, run)
     return run
+
+
+def judge_table(finals: dict[int, dict]) -> list[str]:
+    """The perfect-play judge's rows of the final models (``finals``: seed -> final table; a seed without a judged
+    model: "—"): overall keeps, optimal and sampled, then keeps by phase, per seed and across seeds."""
+    judged = [final["judge"] for final in finals.values() if final and "judge" in final]
+    if not judged:
+        return []
+    phases = [key for key in judged[0] if "–" in key]  # "0–6", ...
+    n = judged[0]["overall"]["n"]
+
+    def values(key, metric):
+        return [final["judge"][key][metric] if final and "judge" in final else np.nan for final in finals.values()]
+
+    rows = [
+        (f"most likely move keeps the outcome (all {n:,})", values("overall", "keeps"), ".3f", 1.0),
+        ("most likely move optimal", values("overall", "optimal"), ".3f", 1.0),
+        ("sampled move keeps it (probability)", values("overall", "sampled"), ".3f", 1.0),
+        *((f"most likely keeps, plies {p} ({judged[0][p]['n']:,})", values(p, "keeps"), ".3f", 1.0) for p in phases),
+    ]
+    note = (
+        f"Final models judged by a perfect solver (`benchmark/connect4_judge.py`): of the {n:,} solved positions not "
+        "lost for the player to move, the share where the model's most likely move keeps the outcome, where it is "
+        "optimal, and the probability that a sampled move keeps it; a uniformly random legal move keeps it in "
+        f"{judged[0]['overall']['uniform']:.3f}."
+    )
+    return [note, "", *pv.seed_table(list(finals), rows)]
 
 
 def main() -> None:
@@ -269,7 +328,7 @@ def main() -> None:
     # the agent (Appendix J)
     played = {k for rows in runs.values() for row in rows for k in row}
     ladder = ladder_bots(args.extra) if "bots_in_play" in played else []  # (runs kept before it was printed: none)
-    played -= {"time", "cpu", "step", "mu", "load", "bots_in_play"}
+    played -= {"time", "cpu", "step", "mu", "load", "bots_in_play", "judge"}
     played &= set(ratings) or played  # the rated references (the summary's held-out bots are in the last row only)
     references = sorted(played, key=lambda k: order.index(k) if k in order else len(order))
 
@@ -327,6 +386,8 @@ def main() -> None:
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
     if finals and args.env_id in board_table.BOARD_ENV_IDS:  # every reference, held-out ones included
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]
+        judged = judge_table({s: run.get("final") if run else None for s, run in found.items()})
+        lines += ["", *judged] if judged else []
     elif finals:
         lines += ["", "Final models against every reference:", "", *team_table(finals)]
     table = "\n".join(lines)
@@ -334,7 +395,8 @@ def main() -> None:
     if args.no_docs:
         return
 
-    fig, axes = pv.subplots(1, 2, figsize=(11, 4))
+    judged = any("judge" in r for rows in runs.values() for r in rows)  # --resumable on Connect Four: checkpoints
+    fig, axes = pv.subplots(1, 3 if judged else 2, figsize=(16 if judged else 11, 4))
     x, xlabel = ("cpu", "CPU time of the run (minutes)") if args.clock == "cpu" else ("time", "wall time (minutes)")
     for s in args.seeds:
         axes[0].plot([r[x] / 60 for r in runs[s]], [r["mu"] for r in runs[s]], label=f"seed {s}")
@@ -351,6 +413,16 @@ def main() -> None:
     axes[0].set(xlabel=xlabel, ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
     axes[1].set(xlabel=xlabel, ylabel="win rate", title="win rate vs references", ylim=(0, 1))
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the curves, not over them
+    if judged:  # the learning curve toward perfect play: the judge of each evaluation's checkpoint
+        for k, s in enumerate(args.seeds):
+            rows = [r for r in runs[s] if "judge" in r]
+            cpu = [r["cpu"] / 60 for r in rows]
+            axes[2].plot(cpu, [r["judge"]["keeps"] for r in rows], ".-", color=f"C{k}", label=f"seed {s}: most likely")
+            axes[2].plot(cpu, [r["judge"]["sampled"] for r in rows], ":", color=f"C{k}", label=f"seed {s}: sampled")
+        uniform = next(r["judge"]["uniform"] for rows in runs.values() for r in rows if "judge" in r)
+        axes[2].axhline(uniform, ls="--", color="gray", label="uniform random move")
+        axes[2].set(xlabel="CPU time of the run (minutes)", ylabel="share of not-lost positions kept", ylim=(0, 1))
+        axes[2].set(title="move keeps the solver's outcome")
     plot = pv.ROOT / "docs" / "img" / f"ppo_lstm_selfplay_{block}_trueskill.png"
     pv.save_plot(fig, plot)
     image = f"![TrueSkill and win rates against {xlabel.split(' (')[0]}](img/{plot.name})"

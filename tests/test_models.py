@@ -18,7 +18,9 @@ COMMAND = re.compile(r"^uv run python (cleanfive/ppo_lstm_selfplay\.py --eval-on
 
 
 def table(text: str) -> list[str]:
-    """The Markdown table rows of --eval-only's output (or of a card) and its rating line."""
+    """The Markdown table rows of --eval-only's output (or of a card, before its sections: a Connect Four card's
+    ``## Perfect play``) and its rating line."""
+    text = text.split("\n## ", 1)[0]
     return [line for line in text.splitlines() if line.startswith("| ") or line.startswith("|---")]
 
 

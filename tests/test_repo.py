@@ -238,11 +238,18 @@ def test_the_learning_benchmark_keeps_which_file_its_final_table_played(tmp_path
     """A final table names the file it played by its SHA-256: a table can be matched to a model kept elsewhere."""
     bench = benchmark("ppo_lstm_selfplay_learning")
     monkeypatch.setattr(bench.board_table, "final_table", lambda model, games, seed: {"games": games})
+    monkeypatch.setattr(
+        bench.connect4_judge, "judge", lambda model: {"judged": model}
+    )  # (tests/test_connect4_judge.py)
     model = tmp_path / "model.cleanfive_model"
     model.write_bytes(b"weights")
     args = bench.PARSER.parse_args(["--env-id", "ConnectFour-v1", "--final-games", "8"])
     final = bench.final_table(str(model), 1, args)
-    assert final == {"games": 8, "model_sha256": hashlib.sha256(b"weights").hexdigest()}
+    assert final == {
+        "games": 8,
+        "model_sha256": hashlib.sha256(b"weights").hexdigest(),
+        "judge": {"judged": str(model)},
+    }
 
 
 def test_a_resumable_learning_run_stopped_midway_goes_on_from_its_checkpoint(tmp_path, monkeypatch):

@@ -1,0 +1,238 @@
+"""benchmark/connect4_judge.py: the perfect-play judge's scoring, its phases, its data and how it feeds the network."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cleanfive.envs.board import BoardTeamEnv, has_won, legal_actions, play_all, winning_moves
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmark"))
+import connect4_judge as judge  # noqa: E402
+from board_table import load_agent, training_script  # noqa: E402
+from saved_models import save_selfplay_model  # noqa: E402
+from test_repo import in_process  # noqa: E402
+
+NAN = np.nan
+
+
+def test_scoring_of_hand_made_positions():
+    """Each row's numbers worked out by hand from the scores and the probabilities."""
+    scores = np.array(
+        [
+            [1, -2, NAN, 0, 3, -1, 1],  # won: columns 0, 4, 6 keep it, 4 (3) is the fastest
+            [0, -1, 0, -3, NAN, NAN, -2],  # drawn: columns 0 and 2 keep it, both optimal
+            [2, 5, -1, -1, -1, -1, -1],  # won: 0 keeps it (a slower win), 1 is optimal
+            [-4, 1, -2, NAN, -3, -3, -3],  # won by column 1 only; the policy's top is a full column
+        ]
+    )
+    probs = np.array(
+        [
+            [0.1, 0.5, 0.0, 0.1, 0.2, 0.05, 0.05],
+            [0.3, 0.1, 0.4, 0.1, 0.0, 0.0, 0.1],
+            [0.6, 0.3, 0.1, 0.0, 0.0, 0.0, 0.0],
+            [0.1, 0.2, 0.0, 0.6, 0.05, 0.05, 0.0],
+        ]
+    )
+    got = judge.score_moves(scores, probs)
+    assert got["keeps"].tolist() == [0.0, 1.0, 1.0, 1.0]  # row 4: column 1 (0.2), not the full column 3
+    assert got["optimal"].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert got["sampled"] == pytest.approx([0.1 + 0.2 + 0.05, 0.3 + 0.4, 0.6 + 0.3, 0.2])
+    assert got["uniform"] == pytest.approx([3 / 6, 2 / 5, 2 / 7, 1 / 6])
+
+
+def test_phases_are_seven_plies_each():
+    assert judge.phase(np.array([0, 6, 7, 13, 14, 27, 28, 41])) == [
+        "0–6",
+        "0–6",
+        "7–13",
+        "7–13",
+        "14–20",
+        "21–27",
+        "28–34",
+        "35–41",
+    ]
+
+
+def test_the_positions_file_is_the_solvers_and_replays_on_the_worlds_board():
+    """2,402 lines of 7 scores; replayed with the world's own moves (board.play_all), no game is over, the full
+    columns are exactly the null scores, and every move that wins at once scores as the solver scores an immediate
+    win, (43 - stones) // 2 (so the columns are not mirrored: mirrored, most would not)."""
+    lines = judge.DATA.read_text().splitlines()
+    assert len(lines) == 2402
+    rows = [json.loads(line) for line in lines]
+    assert all(len(row["scores"]) == 7 and set(row["moves"]) <= set("1234567") for row in rows)
+    moves, scores = judge.load_positions()
+    board = np.full((len(rows), 6, 7), -1, dtype=np.int64)
+    plies = np.array([len(m) for m in moves])
+    for ply in range(plies.max()):
+        playing = plies > ply
+        column = np.array([m[ply] if len(m) > ply else 0 for m in moves])
+        assert legal_actions(board, "ConnectFour-v1")[playing, column[playing]].all()
+        after = play_all(board, ply % 2, "ConnectFour-v1")[np.arange(len(rows)), column]
+        board[playing] = after[playing]
+    assert (board == judge.replay(moves)[np.arange(len(rows)), plies]).all()
+    assert not has_won(board, 0, "ConnectFour-v1").any() and not has_won(board, 1, "ConnectFour-v1").any()
+    assert ((board[:, 0] >= 0) == np.isnan(scores)).all()
+    win = winning_moves(board, plies % 2, "ConnectFour-v1")
+    assert win.sum() > 100 and (scores[win] == np.broadcast_to(((43 - plies) // 2)[:, None], win.shape)[win]).all()
+    value = np.nanmax(np.sign(scores), -1)
+    assert ((value >= 0).sum(), (value > 0).sum()) == (1577, 1333)
+
+
+def test_observations_are_the_worlds():
+    """The judge's board and observation of the side to move after each move equal those of the world
+    (BoardTeamEnv: envpool's board, its side ids and planes) playing the same moves."""
+    moves, _ = judge.load_positions()
+    games = [m for m in moves if len(m) >= 20][:6]
+    boards = judge.replay(games)
+    env = BoardTeamEnv("ConnectFour-v1", len(games), 0)
+    obs, info = env.reset()
+    for ply in range(20):
+        side = info["acting"][:, :, 0].argmax(1)  # the side to move in each game
+        mine = judge.observations(boards[:, ply], np.full(len(games), ply))
+        assert (obs[np.arange(len(games)), side, 0] == mine).all(), ply
+        actions = np.zeros((len(games), 2, 1), dtype=np.int64)
+        actions[:, :, 0] = np.array([m[ply] for m in games])[:, None]
+        obs, _, _, info = env.step(actions)
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_the_batched_policy_is_the_one_the_world_plays(fresh):
+    """policy(): all positions in one left-padded batch give the probabilities that the script's Agent gives when the
+    world plays the game move by move (as board_table.play feeds it: every step, active on its side's turns), read
+    at the position; with ``fresh``, from a fresh state at the position."""
+    agent, _ = load_agent(str(ROOT / judge.BUNDLED), ("ConnectFour-v1",))  # trained: its policy is far from uniform
+    moves, _ = judge.load_positions()
+    by_length = sorted(moves, key=len)
+    picked = by_length[::160] + by_length[-1:]  # 17 games, the shortest to the longest
+    plies = np.array([len(m) for m in picked])
+    assert plies.min() == 0 and plies.max() == 41
+    batched = judge.policy(agent, judge.replay(picked), plies, fresh)
+    env = BoardTeamEnv("ConnectFour-v1", len(picked), 0)
+    obs, info = env.reset()
+    rows = np.arange(len(picked))
+    mover = info["acting"][:, :, 0].argmax(1) ^ (plies % 2)  # the side to move at the position
+    state, expected = training_script().zero_state(agent, len(picked), "cpu"), np.zeros((len(picked), 7))
+    with torch.inference_mode():
+        for ply in range(plies.max() + 1):
+            at = plies == ply
+            active = torch.as_tensor(at if fresh else info["acting"][rows, mover, 0] & (ply <= plies))
+            x = torch.as_tensor(obs[rows, mover, 0])
+            fresh_state = training_script().zero_state(agent, len(picked), "cpu")
+            hidden, state, squares = agent.get_states(
+                x, fresh_state if fresh else state, torch.zeros(len(picked)), active
+            )
+            mask = torch.as_tensor(info["action_mask"][rows, mover, 0])
+            probs = torch.softmax(agent.get_logits(hidden, squares).masked_fill(~mask, -torch.inf), -1).numpy()
+            expected[at] = probs[at]
+            actions = np.zeros((len(picked), 2, 1), dtype=np.int64)
+            actions[:, :, 0] = np.array([m[ply] if len(m) > ply else m[-1] if len(m) else 0 for m in picked])[:, None]
+            actions[plies <= ply] = legal_actions(info["board"], "ConnectFour-v1")[plies <= ply].argmax(-1)[
+                :, None, None
+            ]
+            obs, _, _, info = env.step(actions)
+    np.testing.assert_allclose(batched, expected, atol=1e-5)
+    if not fresh:  # the earlier turns change what the network reads
+        assert np.abs(batched - judge.policy(agent, judge.replay(picked), plies, True)).max() > 0.01
+
+
+def test_the_judge_of_a_model_is_its_positions_mean(tmp_path):
+    """judge(): overall and per phase, the means of score_moves over the not-lost positions of each."""
+    path = save_selfplay_model(tmp_path / "untrained.cleanfive_model", "ConnectFour-v1", seed=1)
+    result = judge.judge(path)
+    assert result["positions"] == 2402 and result["overall"]["n"] == 1577 and result["overall"]["won"] == 1333
+    phases = [key for key in result if key.count("–")]
+    assert phases == ["0–6", "7–13", "14–20", "21–27", "28–34", "35–41"]
+    assert sum(result[p]["n"] for p in phases) == 1577
+    for metric in judge.METRICS:
+        weighted = sum(result[p][metric] * result[p]["n"] for p in phases) / 1577
+        assert result["overall"][metric] == pytest.approx(weighted)
+    assert result["overall"]["uniform"] == pytest.approx(0.499, abs=5e-4)  # a random legal move, as the issue
+    moves, scores = judge.load_positions()  # the position alone: the mean over the not-lost positions of score_moves
+    agent, _ = load_agent(path, ("ConnectFour-v1",))
+    plies, kept = np.array([len(m) for m in moves]), np.nanmax(np.sign(scores), -1) >= 0
+    alone = judge.policy(agent, judge.replay([m for m, k in zip(moves, kept, strict=True) if k]), plies[kept], True)
+    for metric, values in judge.score_moves(scores[kept], alone).items():
+        assert result["fresh_state"][metric] == pytest.approx(values.mean())
+    assert 0.2 < result["overall"]["keeps"] < 0.9  # an untrained network: about as a random move
+
+
+def test_a_bad_model_path_is_one_line_and_exit_2(tmp_path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a model")
+    tictactoe = save_selfplay_model(tmp_path / "ttt.cleanfive_model", "TicTacToe-v1")
+    for path in (tmp_path / "missing.cleanfive_model", foreign, tictactoe):
+        result = in_process([sys.executable, str(ROOT / "benchmark" / "connect4_judge.py"), "--models", str(path)])
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert str(path) in result.stderr
+
+
+def test_every_connect4_card_carries_the_judges_table():
+    """A bundled Connect Four model's card holds the table that the judge gives for it now (--cards wrote it)."""
+    cards = [
+        path
+        for path in sorted((ROOT / "cleanfive" / "models").glob("*.cleanfive_model"))
+        if torch.load(path, weights_only=True)["args"]["env_id"] == judge.ENV_ID
+    ]
+    assert cards
+    for path in cards:
+        section = path.with_suffix(".md").read_text().split("\n## Perfect play\n", 1)[1]
+        rows = [line for line in judge.table({f"`{path.stem}`": judge.judge(str(path))}) if line.startswith("|")]
+        assert [line for line in section.splitlines() if line.startswith("|")] == rows
+
+
+def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path, monkeypatch):
+    """benchmark/ppo_lstm_selfplay_learning.py: a checkpoint's judge goes into the row of the evaluation at its step
+    (once per file written); a kept run's final model gets its judge if it is the file its final table played; the
+    final table's judge rows are each seed's numbers and their mean ± std (numpy's, here)."""
+    import hashlib
+    import importlib
+
+    bench = importlib.import_module("ppo_lstm_selfplay_learning")
+    models = [
+        save_selfplay_model(tmp_path / f"m{seed}.cleanfive_model", "ConnectFour-v1", seed=seed) for seed in (1, 2)
+    ]
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save(torch.load(models[0], weights_only=True) | {"global_step": 4096}, checkpoint)
+    rows = [{"step": 2048}, {"step": 4096}]
+    judged = bench.judge_checkpoint(str(checkpoint), rows, "ConnectFour-v1", None)
+    results = [judge.judge(model) for model in models]
+    overall = results[0]["overall"]
+    assert "judge" not in rows[0] and rows[1]["judge"] == pytest.approx(
+        {m: overall[m] for m in judge.METRICS}, abs=1e-4
+    )
+    monkeypatch.setattr(bench.connect4_judge, "judge", lambda path: pytest.fail("judged the same file again"))
+    assert bench.judge_checkpoint(str(checkpoint), rows, "ConnectFour-v1", judged) == judged
+    assert bench.judge_checkpoint(str(checkpoint), [{"step": 4096}], "TicTacToe-v1", None) is None
+    monkeypatch.undo()
+    foreign = tmp_path / "foreign.pt"
+    foreign.write_text("not a checkpoint")
+    assert bench.judge_checkpoint(str(foreign), rows[:1], "ConnectFour-v1", None) is not None and "judge" not in rows[0]
+
+    args = bench.PARSER.parse_args(["--seeds", "1", "2", "--clock", "cpu", "--jobs", "2", "--from-results"])
+    args.results = tmp_path
+    for seed, model in zip((1, 2), models, strict=True):
+        identity = {"env_id": args.env_id, "seed": seed, "minutes": 30.0, "clock": "cpu", "threads": 1, "extra": []}
+        digest = hashlib.sha256(Path(model).read_bytes()).hexdigest() if seed == 1 else "another file"
+        run = identity | {"rows": [{"step": 4096, "cpu": 60.0, "time": 61.0}], "model": model, "code": "abc1234"}
+        run |= {"date": "2026-12-06 06:00 UTC"}
+        bench.pv.keep(tmp_path / "block" / f"seed{seed}.json", run | {"final": {"games": 8, "model_sha256": digest}})
+    found = {seed: bench.kept_or_train(seed, "block", args) for seed in (1, 2)}
+    assert found[1]["final"]["judge"]["overall"] == overall
+    assert "judge" in json.loads((tmp_path / "block" / "seed1.json").read_text())["final"]
+    assert "judge" not in found[2]["final"]  # its final table played another file
+
+    lines = bench.judge_table({1: {"judge": results[0]}, 2: None, 3: {"judge": results[1]}})
+    keeps = [r["overall"]["keeps"] for r in results]
+    assert (
+        f"| most likely move keeps the outcome (all 1,577) | {keeps[0]:.3f} | — | {keeps[1]:.3f} | "
+        f"{np.mean(keeps):.3f} ± {np.std(keeps):.3f} (2/3 seeds) |"
+    ) in lines
+    early = [r["0–6"]["keeps"] for r in results]
+    assert f"| most likely keeps, plies 0–6 (426) | {early[0]:.3f} | — | {early[1]:.3f} |" in "\n".join(lines)
+    assert bench.judge_table({1: {"games": 8}, 2: None}) == []
