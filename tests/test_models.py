@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from driver import drive
+from golden import check_run
 
 from cleanfive.arena import DEFAULT_MODEL, MODELS, load_model
 from cleanfive.envs.teams import make_team_env
@@ -54,3 +56,31 @@ def test_eval_only_prints_the_card_table_again(path):
     assert table(result.stdout) == table(card)
     rating = re.search(r"trueskill_mu=\S+ sigma=\S+", result.stdout)[0]
     assert f"`{rating}`" in card
+
+
+# a slice of each card that the default run plays again: one matchup (the lane world: its three bots, 2 games each,
+# as its games are long), a few dozen seeded games, with the card's command otherwise; the table it prints is kept per
+# machine class (tests/golden/runs.json); -m slow plays the whole card again
+SLICES = {
+    "connect4": ["--references", "random", "greedy", "--reference-games", "2", "--eval-games", "24"],
+    "tictactoe": ["--references", "random", "greedy", "--reference-games", "2", "--eval-games", "24"],
+    "lane": ["--eval-games", "2"],
+}
+
+
+@pytest.fixture(scope="module")
+def slices(tmp_path_factory):
+    root = tmp_path_factory.mktemp("slices")
+    cases = {p.stem: (root / p.stem, ["--eval-only", str(p), *SLICES[p.stem], "--no-cuda"]) for p in BUNDLED}
+    return drive(ROOT / "cleanfive" / "ppo_lstm_selfplay.py", cases, timeout=600)
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
+def test_a_slice_of_each_card_plays_again_exactly(slices, path):
+    result, _ = slices[path.stem]
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = table(result.stdout)
+    card_bots = [row.split("`")[1] for row in table(path.with_suffix(".md").read_text())[2:]]
+    assert rows and {row.split("`")[1] for row in rows[2:]} & set(card_bots)  # the card's matchups, not others
+    rating = re.search(r"trueskill_mu=\S+ sigma=\S+", result.stdout)[0]
+    check_run(f"card slice {path.stem}", None, table=rows, rating=rating)
