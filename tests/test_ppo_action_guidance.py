@@ -328,7 +328,9 @@ def test_learn_to_attack_action_guidance_trains_both_policies_then_eval_only(dri
     result, _ = driven["eval_only"]
     fields = summary_of(result)
     assert "update " not in result.stdout and fields["task"] == "LearnToAttack" and fields["episodes"] == "0"
-    assert float(fields["eval_sparse_return"]) >= 0
+    # the saved model's evaluation games, as kept for this machine class (tests/golden/runs.json)
+    returns = {key: fields[key] for key in ("eval_sparse_return", "eval_shaped_return")}
+    check_run("ppo_action_guidance LearnToAttack --eval-only", None, **returns)
 
 
 @needs_java

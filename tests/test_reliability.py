@@ -10,6 +10,7 @@ other pytest worker: two cores), and each test waits for its own.
 
 import importlib
 import importlib.util
+import math
 import os
 import re
 import shutil
@@ -268,6 +269,13 @@ ERROR_CASES = (
 )
 # scripts whose world needs something the machine may lack: every case of theirs is skipped without it
 UNAVAILABLE = {"ppo_gridnet_masked": microrts_missing(), "ppo_action_guidance": microrts_missing()}
+EVAL_RESULT = {  # the line of --eval-only's result, by script
+    "ppo_lstm_selfplay": re.compile(r"^trueskill_mu=\S+ sigma=\S+$"),
+    "five_surgery": re.compile(r"^trueskill_mu=\S+ sigma=\S+$"),
+    "cleanba_impala": re.compile(r"^eval env_id=\S+ episodes=2 mean_return=\S+ std=\S+ returns=\["),
+    "ppo_gridnet_masked": re.compile(r"^summary .*\beval_\w+="),
+    "ppo_action_guidance": re.compile(r"^summary .*\beval_sparse_return=\S+"),
+}
 FAULT = re.compile(r"^error: non-finite loss or parameters at update (\d+); stopped\. Last good checkpoint: (.+)$")
 RESUMED = re.compile(r"^resumed from (.+) at update (\d+) \(global_step (\d+)\)$", re.M)
 
@@ -576,7 +584,11 @@ def test_saved_model_plays_with_eval_only_and_records_a_video(runs, key):
     assert "evaluated" in out, "the tracked run saved no model"
     evaluated = out["evaluated"]
     assert evaluated.returncode == 0 and "Traceback" not in evaluated.stderr, evaluated.stderr[-3000:]
-    assert evaluated.stdout.strip(), "--eval-only printed no results"
+    # the evaluation's result line, with finite numbers: a rating (the Five pair), the games' scores (cleanba) or the
+    # evaluation fields of the summary (the µRTS pair)
+    (line,) = [x for x in evaluated.stdout.splitlines() if EVAL_RESULT[key[1]].match(x)]
+    numbers = [float(v) for v in re.findall(r"=([-+\w.]+)", line) if re.fullmatch(r"[-+]?(\d[\d.e+-]*|nan|inf)", v)]
+    assert numbers and all(math.isfinite(v) for v in numbers), line
     if out["video"]:  # (without a display, a world that needs one refuses --capture-video: a bad-input case)
         videos = [p for p in (out["tmp"] / "videos").rglob("*") if p.is_file() and p.stat().st_size > 0]
         assert videos, "--capture-video wrote no video"
