@@ -292,18 +292,19 @@ class Session:
     @contextlib.contextmanager
     def undo_on_failure(self):
         """Puts the game back as it was if the request fails past its checks (a bug, a record that cannot be
-        written): its dict, the players' LSTM states, the bots' generator, and its world (the lane world copied,
-        a board replayed from its moves)."""
+        written): its dict, the players' LSTM states, the bots' and the agents' random generators, and its world
+        (the lane world copied, a board replayed from its moves)."""
         g = self.game
         saved = g and {**g, "moves": list(g["moves"]), "env": g["env"] if self.board else copy.deepcopy(g["env"])}
         states = [(p, p.state) for p in (g or {}).values() if isinstance(p, Policy)]
-        rng = self.rng.bit_generator.state
+        rng, sampling = self.rng.bit_generator.state, torch.get_rng_state()
         try:
             yield
         except Exception:
             if saved and self.board:
                 saved |= self.replayed(saved)
             self.game, self.rng.bit_generator.state = saved, rng
+            torch.set_rng_state(sampling)
             for policy, state in states:
                 policy.state = state
             raise
@@ -450,7 +451,8 @@ class Session:
             played.append(action)
             board = np.where(info["board"][0] < 0, -1, info["board"][0] ^ first)  # the first mover's stones 0
             frame = dict(move=action, board=board.tolist(), probs=[round(float(p), 3) for p in probs[0, 0]])
-            frames.append(frame | dict(value=float(value[0, 0]), expected=expected_result(value[0, 0], self.fit)))
+            v = float(value[0, 0])
+            frames.append(frame | dict(value=v, expected=expected_result(v, self.fit)))
         over = bool(info["game_over"][0])
         outcome = float(info["outcome"][0, first]) if over else None  # the first mover's
         cells = winning_cells(np.array(frames[-1]["board"]), self.in_a_row)
