@@ -683,6 +683,20 @@ def serve(session: Session, host: str, port: int) -> ThreadingHTTPServer:
     return server
 
 
+def open_session(args: Args) -> Session:
+    """The Arena's game of the model and the --levels models, or one line and exit code 2."""
+    model = load_model(args.model or str(DEFAULT_MODEL))
+    levels = tuple(load_model(path) for path in args.levels)
+    for level in levels:
+        if (level.env_id, level.num_heroes) != (model.env_id, model.num_heroes):
+            usage_error(f"--levels: {level.label} is a model of {level.env_id}, not of {model.env_id}; pass its models")
+    session = Session(model, args, levels)
+    labels = [label for _, label in session.opponents.values()]
+    if len(set(labels)) < len(labels) or "agent" in labels[1:]:
+        usage_error(f"--levels: two opponents have one name {labels}; pass models of different runs or steps")
+    return session
+
+
 def league(args: Args) -> dict:
     """Every model against every other and against the world's references, and the record's people: one ladder."""
     models = [load_model(path) for path in args.league]
@@ -722,15 +736,7 @@ if __name__ == "__main__":
     if args.league:
         league(args)
         sys.exit(0)
-    model = load_model(args.model or str(DEFAULT_MODEL))
-    levels = tuple(load_model(path) for path in args.levels)
-    for level in levels:
-        if (level.env_id, level.num_heroes) != (model.env_id, model.num_heroes):
-            usage_error(f"--levels: {level.label} is a model of {level.env_id}, not of {model.env_id}; pass its models")
-    session = Session(model, args, levels)
-    labels = [label for _, label in session.opponents.values()]
-    if len(set(labels)) < len(labels) or "agent" in labels[1:]:
-        usage_error(f"--levels: two opponents have one name {labels}; pass models of different runs or steps")
+    session = open_session(args)
     server = serve(session, args.host, args.port)
     session.rate_in_background()
     host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host

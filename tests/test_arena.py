@@ -36,6 +36,7 @@ from cleanfive.envs.board import has_won
 from cleanfive.envs.teams import make_team_env
 
 ROOT = Path(__file__).resolve().parents[1]
+LONG_RUN = ("ConnectFour-v1__ppo_lstm_selfplay__a_run_with_a_long_name_" * 2)[:100]
 ARENA = [sys.executable, str(ROOT / "cleanfive" / "arena.py")]
 
 
@@ -48,6 +49,7 @@ def models(tmp_path_factory):
         "c4b": save_model(root / "c4_seed2" / name, "ConnectFour-v1", seed=2),
         "ttt": save_model(root / "ttt" / name, "TicTacToe-v1"),
         "lane": save_model(root / "lane" / name, "Moba5v5-v1", num_heroes=3),
+        "long": save_model(root / LONG_RUN / name, "ConnectFour-v1", seed=3),  # a run's name of 100 characters
     }
 
 
@@ -528,20 +530,6 @@ def test_garbage_request_lines_get_a_status_line(live):
     assert game_state(port)["board_game"]
 
 
-def test_ipv6_host_serves(models, tmp_path):
-    session = Session(load_model(models["ttt"]), Args(record=str(tmp_path / "games.jsonl")))
-    server = serve(session, "::1", 0)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        assert ask(server.server_port, address="::1")[0] == 200
-        code, body = ask(server.server_port, "POST", "/api/new", {"side": 0}, address="::1")
-        assert code == 200 and json.loads(body)["moves"] == []
-        assert ask(server.server_port, headers={"Host": "[::2]"}, address="::1")[0] == 403
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_the_opponent_is_the_game_s_and_the_record_s(models, tmp_path):
     """A board game is played against the opponent chosen, among the agent, the world's bots and the levels, and
     the record names it; an opponent, or a mode, the game does not have is refused and changes nothing."""
@@ -629,6 +617,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 except ImportError:
     webdriver = None
 no_browser = not (CHROMIUM and DRIVER and webdriver)
@@ -653,9 +642,9 @@ def arena_server(tmp_path):
     """The real command on a free port: yields (start(model) -> url, record path)."""
     procs = []
 
-    def start(model):  # None: no model given
+    def start(model, *more):  # None: no model given; more: more flags
         record = str(tmp_path / "games.jsonl")
-        flags = [*([model] if model else []), "--games", "2", "--record", record]
+        flags = [*([model] if model else []), "--games", "2", "--record", record, *more]
         proc = subprocess.Popen([*ARENA, *flags], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
         procs.append(proc)
         line = proc.stdout.readline()
@@ -673,6 +662,21 @@ def test_with_no_model_given_the_bundled_connect_four_model_is_served(arena_serv
     with urllib.request.urlopen(url(None) + "api/state", timeout=30) as answer:
         state = json.loads(answer.read())
     assert state["env_id"] == "ConnectFour-v1" and state["model"] == "connect4"
+
+
+def test_ipv6_host_and_levels_from_the_command_line(models, arena_server, capsys):
+    """--host ::1 serves on IPv6 and prints its address in brackets; --levels adds models as opponents; a level of
+    another world, or of the model's own name, is one line and exit code 2."""
+    start, _ = arena_server
+    url = start(models["c4"], "--host", "::1", "--levels", models["c4b"])
+    assert url.startswith("http://[::1]:")
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    state = json.loads(ask(port, address="::1")[1])
+    assert state["opponents"][-1] == ["c4_seed2", "c4_seed2"] and state["model"] == "c4_seed1"
+    other = Args(model=models["c4"], levels=(models["ttt"],))
+    assert "TicTacToe-v1" in one_line_exit_2(lambda: arena.open_session(other), capsys)
+    same = Args(model=models["c4"], levels=(models["c4"],))
+    assert "one name" in one_line_exit_2(lambda: arena.open_session(same), capsys)
 
 
 def wait_for(driver, condition, timeout=20.0):
@@ -794,13 +798,15 @@ class AnyBoard:
             return out
         legal, last = self.legal(), self.moves[-1] if self.moves else None
         out |= dict(side=0, to_move=0, moves=self.moves, board=self.board.tolist(), legal=legal, over=False)
+        out["note"] = f"the stand-in's note after {len(self.moves)} moves"
         return out | dict(result=None, agent_action=last, probs=[round(1 / len(legal), 3)] * len(legal), value=0.0)
 
 
 @pytest.mark.skipif(no_browser, reason=reason)
 def test_browser_board_of_any_shape(browser):
     """The page draws boards of shapes no world has yet from the server's description alone, and each click plays the
-    action of the cell (row by row) or the column clicked."""
+    action of the cell (row by row) or the column clicked. A click on a taken cell is noted, and the note goes at the
+    next move, whose answer's own note (the server's) is shown."""
     for rows, columns, move in [(4, 5, "cell"), (5, 8, "column")]:
         game = AnyBoard(rows, columns, move)
         server = serve(game, "127.0.0.1", 0)
@@ -817,6 +823,10 @@ def test_browser_board_of_any_shape(browser):
                 ActionChains(browser).move_to_element_with_offset(canvas, x, y).click().perform()
                 wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
                 assert game.moves[moves] == (column if move == "column" else row * columns + column)
+                assert browser.find_element(By.ID, "note").text == f"the stand-in's note after {moves + 2} moves"
+                if move == "cell":  # the same cell again: taken
+                    ActionChains(browser).move_to_element_with_offset(canvas, x, y).click().perform()
+                    assert browser.find_element(By.ID, "note").text == "that cell is taken: ignored"
             assert browser.find_element(By.ID, "status").text.startswith(f"Your move: click a {move}.")
         finally:
             server.shutdown()
@@ -863,3 +873,114 @@ def test_browser_another_site_cannot_play(live, browser, tmp_path, monkeypatch):
         site.server_close()
     assert answers == [403, 403]
     assert game_state(port) == before and before["moves"] == [] and not record.exists()
+
+
+FRAMING_SITE = """<!doctype html><title>another site that frames the Arena</title>
+<iframe id="arena" name="arena" src="ARENA/" width="900" height="700"></iframe>"""
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_a_frame_cannot_click(live, browser, tmp_path):
+    """A page of another origin frames the Arena with a game in progress and clicks where the board's centre cell
+    would be: the browser shows no Arena in the frame, and the game stays as it was."""
+    port, record = live
+    assert ask(port, "POST", "/api/new", {"side": 0})[0] == 200  # the person's move: the centre is legal
+    before = game_state(port)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text(FRAMING_SITE.replace("ARENA", f"http://127.0.0.1:{port}"))
+    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
+    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{site.server_port}/index.html")
+        frame = browser.find_element(By.ID, "arena")
+        time.sleep(1.5)  # the frame's load, refused
+        for dx, dy in [(-176, -72), (-176, -142), (-100, -72)]:  # the centre cell of a page in the frame, and near it
+            ActionChains(browser).move_to_element_with_offset(frame, dx, dy).click().perform()
+        browser.switch_to.frame(frame)
+        assert browser.find_elements(By.ID, "canvas") == []  # nothing of the Arena is drawn in the frame
+    finally:
+        browser.switch_to.default_content()
+        site.shutdown()
+        site.server_close()
+    assert game_state(port) == before and not record.exists()
+
+
+def scrolls_sideways(driver, width: int) -> bool:
+    """Whether the page, drawn in a window ``width`` CSS pixels wide, is wider than the window."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+    )
+    time.sleep(0.3)
+    return driver.execute_script(
+        "const e = document.documentElement; return e.scrollWidth > e.clientWidth"
+        " || [...document.querySelectorAll('header *, aside *, #play *')].some((n) => n.getBoundingClientRect().right"
+        " > e.clientWidth + 0.5)"
+    )
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_level_record_replay_and_fit(models, browser, arena_server):
+    """A person named with HTML and 70 characters picks the `random` level on a run of a 100-character name and
+    plays it by clicks: the record names `random`, the result line is coloured by who won, the game is listed first
+    and replays move by move, its shared line opens it again, names are text, and the page fits 360 and 1440 px."""
+    start, record = arena_server
+    player = "<i>&amp;</i> " + "a person with a name of seventy characters"[:57]
+    browser.get(start(models["long"], "--player", player))
+    wait_for(browser, lambda s: s["board_game"] and s["opponents"])
+    Select(browser.find_element(By.ID, "opponent")).select_by_value("random")
+    browser.find_element(By.ID, "start").click()
+    state = wait_for(browser, lambda s: s.get("board") is not None)
+    canvas, cell, rng = browser.find_element(By.ID, "canvas"), 512 // 7, np.random.default_rng(3)
+    while not state["over"]:
+        column, moves = int(rng.choice(np.flatnonzero(state["legal"]))), len(state["moves"])
+        x = (512 - 7 * cell) // 2 + column * cell + cell // 2 - 256
+        ActionChains(browser).move_to_element_with_offset(canvas, x, -150).click().perform()
+        state = wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
+    (game,) = records(record)
+    assert game["players"] == [player, "random"] and game["moves"] == state["moves"]
+    result = browser.find_element(By.ID, "result")
+    assert result.text == state["result"] and result.get_attribute("class") == (
+        "win" if game["outcome"][0] > 0 else "loss" if game["outcome"][0] < 0 else "draw"
+    )
+    line = "".join(arena.SHARE[a] for a in game["moves"])
+    listed = browser.find_element(By.CSS_SELECTOR, "#game-list li")
+    assert player in listed.text and " against random " in listed.text
+    listed.find_element(By.TAG_NAME, "button").click()
+    replay = wait_for_replay(browser, lambda r: r["at"] == len(line))
+    assert replay["data"]["moves"] == game["moves"]
+    assert browser.find_element(By.ID, "share").get_attribute("value") == line
+    browser.find_element(By.ID, "first-move").click()
+    for at in (1, 2):
+        browser.find_element(By.ID, "forward").click()
+        frame = wait_for_replay(browser, lambda r, n=at: r["at"] == n)["data"]["frames"][at - 1]
+        assert frame["move"] == game["moves"][at - 1] and (np.array(frame["board"]) >= 0).sum() == at
+    browser.find_element(By.ID, "close").click()
+    browser.find_element(By.ID, "open-line").send_keys(line)
+    browser.find_element(By.ID, "open").click()
+    assert wait_for_replay(browser, lambda r: r["game"] is None)["data"]["moves"] == game["moves"]
+    me = wait_for_element(browser, "#ladder tr.me td", timeout=90)  # the person on the ladder, once it is rated
+    assert me.text == player and browser.execute_script("return document.querySelectorAll('i').length") == 0
+    assert browser.find_element(By.ID, "world").text.startswith(LONG_RUN)
+    try:
+        assert not scrolls_sideways(browser, 360) and not scrolls_sideways(browser, 1440)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def wait_for_replay(driver, condition, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        replay = driver.execute_script("return window.arena.busy ? null : window.arena.replay")
+        if replay and condition(replay):
+            return replay
+        time.sleep(0.05)
+    raise AssertionError("the page did not reach the expected replay")
+
+
+def wait_for_element(driver, selector, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if found := driver.find_elements(By.CSS_SELECTOR, selector):
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no {selector} on the page")
