@@ -36,7 +36,7 @@ PARSER.add_argument("--browser", default="chromium", help="a Chromium binary (na
 PARSER.add_argument("--width", type=int, default=1280, help="window width in pixels")
 PARSER.add_argument("--height", type=int, default=1600, help="window height in pixels (one view)")
 PARSER.add_argument("--arena", action="store_true", help="the Arena's page at 360 and 1440 px: arena_<width>.png")
-ARENA_VIEWS = {360: 1640, 1440: 900}  # window width: height, each the whole page after a game
+ARENA_VIEWS = {360: 900, 1440: 900}  # window width: height (at 360 px: the board, the result, the new game)
 
 
 def shoot(browser: str, html: Path, offset: int, png: Path, width: int, height: int) -> bool:

@@ -922,7 +922,7 @@ def scrolls_sideways(driver, width: int) -> bool:
 def test_browser_level_record_replay_and_fit(models, browser, arena_server):
     """A person named with HTML and 70 characters picks the `random` level on a run of a 100-character name and
     plays it by clicks: the record names `random`, the result line is coloured by who won, the game is listed first
-    and replays move by move, its shared line opens it again, names are text, and the page fits 360 and 1440 px."""
+    and replays move by move, its shared line opens it again, names are text, and the page fits 360, 640 and 1440 px."""
     start, record = arena_server
     player = "<i>&amp;</i> " + "a person with a name of seventy characters"[:57]
     browser.get(start(models["long"], "--player", player))
@@ -962,7 +962,7 @@ def test_browser_level_record_replay_and_fit(models, browser, arena_server):
     assert me.text == player and browser.execute_script("return document.querySelectorAll('i').length") == 0
     assert browser.find_element(By.ID, "world").text.startswith(LONG_RUN)
     try:
-        assert not scrolls_sideways(browser, 360) and not scrolls_sideways(browser, 1440)
+        assert not any(scrolls_sideways(browser, width) for width in (360, 640, 1440))
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
