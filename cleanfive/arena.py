@@ -493,7 +493,7 @@ class Session:
         """What the page draws."""
         g = self.game
         out = dict(env_id=self.model.env_id, model=self.model.label, player=self.args.player, rating=self.rating)
-        out |= dict(references=self.references, board_game=self.board, ladder=self.ladder, world=self.world)
+        out |= dict(board_game=self.board, ladder=self.ladder, world=self.world)
         out |= dict(opponents=[[k, label] for k, (_, label) in self.opponents.items()])  # [choice, record name]
         if not self.board:
             out["action_names"] = moba.action_names(self.env.version)

@@ -792,7 +792,7 @@ class AnyBoard:
         return self.state()
 
     def state(self) -> dict:
-        out = dict(env_id="AnyBoard", model="stand-in", player="person", rating=None, references=[], ladder=None)
+        out = dict(env_id="AnyBoard", model="stand-in", player="person", rating=None, ladder=None)
         out |= dict(board_game=True, world=self.world, opponents=[["agent", "stand-in"]])
         if self.board is None:
             return out
