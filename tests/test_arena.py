@@ -919,6 +919,12 @@ def test_browser_level_record_replay_and_fit(models, browser, arena_server):
     assert result.text == state["result"] and result.get_attribute("class") == (
         "win" if game["outcome"][0] > 0 else "loss" if game["outcome"][0] < 0 else "draw"
     )
+    assert result.rect["y"] >= canvas.rect["y"] + canvas.rect["height"]  # beside the board, never over it
+    assert len(state["cells"]) >= 4 if game["outcome"][0] else state["cells"] == []  # the winning line is marked:
+    drawn = min(512 // 7, 420 // 6)  # a green dot at the centre of each of its stones
+    centres = [((512 - 7 * drawn) // 2 + (c + 0.5) * drawn, 8 + (r + 0.5) * drawn) for r, c in state["cells"]]
+    pixel = "return [...document.getElementById('canvas').getContext('2d').getImageData(...arguments, 1, 1).data]"
+    assert all(browser.execute_script(pixel, x, y) == [127, 224, 127, 255] for x, y in centres)
     line = "".join(arena.SHARE[a] for a in game["moves"])
     listed = browser.find_element(By.CSS_SELECTOR, "#game-list li")
     assert player in listed.text and " against random " in listed.text
