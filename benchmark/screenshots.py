@@ -36,6 +36,8 @@ PARSER.add_argument("--browser", default="chromium", help="a Chromium binary (na
 PARSER.add_argument("--width", type=int, default=1280, help="window width in pixels")
 PARSER.add_argument("--height", type=int, default=1600, help="window height in pixels (one view)")
 PARSER.add_argument("--arena", action="store_true", help="the Arena's page at 360 and 1440 px: arena_<width>.png")
+# Chromium draws a page once its scripts have run, with no scroll bar
+HEADLESS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000"]
 ARENA_VIEWS = {360: 900, 1440: 900}  # window width: height (at 360 px: the board, the result, the new game)
 
 
@@ -47,8 +49,7 @@ def shoot(browser: str, html: Path, offset: int, png: Path, width: int, height: 
     shifted = html.with_name("_screenshot.html")
     style = f"<style>body{{margin-top:-{offset}px !important}}</style></head>"
     shifted.write_text(html.read_text().replace("</head>", style, 1))
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000"]
-    cmd = [browser, *flags, f"--window-size={width},{height}", f"--screenshot={png}", shifted.as_uri()]
+    cmd = [browser, *HEADLESS, f"--window-size={width},{height}", f"--screenshot={png}", shifted.as_uri()]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if done.returncode != 0 or not png.exists():
         sys.exit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
@@ -89,8 +90,7 @@ def arena_views(browser: str, out: Path) -> None:
                 time.sleep(2)
             for width, height in ARENA_VIEWS.items():
                 png = out / f"arena_{width}.png"
-                flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
-                cmd = [browser, *flags, f"--window-size={width},{height}", f"--screenshot={png}", url]
+                cmd = [browser, *HEADLESS, f"--window-size={width},{height}", f"--screenshot={png}", url]
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
                 pv.check(done.returncode == 0 and png.exists(), f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
                 print(f"arena: {png} ({width} x {height}); the game: {state['result']}", flush=True)
