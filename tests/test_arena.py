@@ -4,8 +4,10 @@ The models are untrained agents saved in ppo_lstm_selfplay.py's --save-model for
 ARENA_SCREENSHOTS=docs/img to have the browser tests write the docs' screenshots.
 """
 
+import base64
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import random
@@ -34,6 +36,7 @@ from cleanfive.envs.board import has_won
 from cleanfive.envs.teams import make_team_env
 
 ROOT = Path(__file__).resolve().parents[1]
+LONG_RUN = ("ConnectFour-v1__ppo_lstm_selfplay__a_run_with_a_long_name_" * 2)[:100]
 ARENA = [sys.executable, str(ROOT / "cleanfive" / "arena.py")]
 
 
@@ -46,6 +49,7 @@ def models(tmp_path_factory):
         "c4b": save_model(root / "c4_seed2" / name, "ConnectFour-v1", seed=2),
         "ttt": save_model(root / "ttt" / name, "TicTacToe-v1"),
         "lane": save_model(root / "lane" / name, "Moba5v5-v1", num_heroes=3),
+        "long": save_model(root / LONG_RUN / name, "ConnectFour-v1", seed=3),  # a run's name of 100 characters
     }
 
 
@@ -134,8 +138,8 @@ def test_board_description_is_the_world_s_own(models, tmp_path, name):
 def test_lane_description_is_the_world_s_own(models, tmp_path):
     """The lane world's map as the page draws it: the world's step time, map size, unit kinds and ancient slot."""
     session = Session(load_model(models["lane"]), Args(record=str(tmp_path / "games.jsonl")))
-    env, world = session.env, session.state()["world"]
-    lane = session.new(mode="watch", side=1)["lane"]
+    world, lane = session.state()["world"], session.new(mode="watch", side=1)["lane"]
+    env = session.game["env"]  # the game's own world
     assert world["seconds_per_step"] == env.seconds_per_step and world["max_steps"] == moba.MAX_STEPS
     assert world["map_size"] == moba.MAP_SIZE and world["fountain_radius"] ** 2 == moba.FOUNTAIN_RADIUS2
     assert all(0 < u[2] < world["map_size"] and 0 < u[3] < world["map_size"] for u in lane["units"])
@@ -263,24 +267,48 @@ def live(models, tmp_path):
     server.server_close()
 
 
-def ask(port, method="GET", path="/api/state", body=None, headers=(), address="127.0.0.1") -> tuple[int, bytes]:
-    """One raw request, (status, body) of its answer. Host, and with a body Content-Type and Content-Length, are the
-    page's unless ``headers`` says otherwise (None: left out; a list: the header repeated)."""
-    raw = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
-    fields = {"Host": f"127.0.0.1:{port}"}
-    fields |= {"Content-Type": "application/json", "Content-Length": str(len(raw))} if body is not None else {}
-    fields |= dict(headers)
-    lines = [f"{k}: {v}\r\n" for k, vs in fields.items() if vs is not None for v in (vs if type(vs) is list else [vs])]
+SAFE = {  # what every answer carries: no other site frames the page, sniffs a type, caches a game or reads a referrer
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-store",
+    "referrer-policy": "no-referrer",
+    "cross-origin-resource-policy": "same-origin",
+}
+
+
+def exchange(port, request: bytes, address="127.0.0.1") -> tuple[int, dict, bytes]:
+    """Send ``request`` as it is; the answer's status, headers (names in lower case) and body. Every answer has a
+    status line and the headers SAFE, a Content-Security-Policy that no page may frame, and a Server header without
+    the Python version."""
     with socket.create_connection((address, port), timeout=5) as s:
-        s.sendall(f"{method} {path} HTTP/1.1\r\n{''.join(lines)}\r\n".encode("latin-1") + raw)
+        s.sendall(request)
         with contextlib.suppress(OSError):  # (the server may have answered a bad request and closed already)
             s.shutdown(socket.SHUT_WR)  # a body shorter than its Content-Length ends here
         reply = b""
         while chunk := s.recv(65536):
             reply += chunk
-    status, _, rest = reply.partition(b"\r\n")
-    assert re.fullmatch(rb"HTTP/1\.[01] [1-5][0-9][0-9] .*", status), reply[:300]
-    return int(status.split()[1]), rest.partition(b"\r\n\r\n")[2]
+    head, _, body = reply.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    assert re.fullmatch(r"HTTP/1\.[01] [1-5][0-9][0-9] .*", status), reply[:300]
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    assert {k: headers.get(k) for k in SAFE} == SAFE, headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"], headers
+    assert headers["server"] == "cleanfive-arena", headers
+    return int(status.split()[1]), headers, body
+
+
+def ask(port, method="GET", path="/api/state", body=None, headers=(), address="127.0.0.1") -> tuple[int, bytes]:
+    """One raw request, (status, body) of its answer. Host, and with a body Content-Type and Content-Length, are the
+    page's unless ``headers`` says otherwise (None: left out; a list: the header repeated)."""
+    raw = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
+    host = f"[{address}]" if ":" in address else address
+    fields = {"Host": f"{host}:{port}"}
+    fields |= {"Content-Type": "application/json", "Content-Length": str(len(raw))} if body is not None else {}
+    fields |= dict(headers)
+    lines = [f"{k}: {v}\r\n" for k, vs in fields.items() if vs is not None for v in (vs if type(vs) is list else [vs])]
+    request = f"{method} {path} HTTP/1.1\r\n{''.join(lines)}\r\n".encode("latin-1") + raw
+    code, _, answer = exchange(port, request, address)
+    return code, answer
 
 
 def game_state(port) -> dict:
@@ -380,16 +408,45 @@ def test_a_failure_midway_leaves_the_game_and_the_record(live, monkeypatch):
     assert code == 500 and "No space left" in now["error"]
     assert game_state(port) == before and not before["over"] and not record.exists()
     monkeypatch.undo()
-    code, body = ask(port, "POST", "/api/new", {"side": 1})
-    assert code == 200 and len(json.loads(body)["moves"]) == 1  # a new game starts afresh
+    action = int(np.flatnonzero(before["legal"])[0])  # the same move again: the game goes on from where it was
+    code, body = ask(port, "POST", "/api/move", {"action": action})
+    now = json.loads(body)
+    assert code == 200 and now["moves"][: len(before["moves"]) + 1] == [*before["moves"], action]
+    board, earlier = np.array(now["board"]), np.array(before["board"])
+    assert (board[earlier >= 0] == earlier[earlier >= 0]).all() and (board >= 0).sum() == len(now["moves"])
+    while not now["over"]:
+        now = json.loads(ask(port, "POST", "/api/move", {"action": int(np.flatnonzero(now["legal"])[0])})[1])
+    (game,) = records(record)
+    assert game["moves"] == now["moves"] and game_state(port)["result"] == now["result"]
+
+
+def test_a_failure_midway_puts_the_lane_world_back(models, tmp_path, monkeypatch):
+    """The lane world's last tick cannot be written: the world, the agents' LSTM states and their sampling go back,
+    so the same tick again ends the game the same way."""
+    record = tmp_path / "games.jsonl"
+    session = Session(load_model(models["lane"]), Args(record=str(record)))
+    monkeypatch.setattr(arena, "append_record", lambda path, game: (_ for _ in ()).throw(OSError(28, "disk full")))
+    state = session.new(mode="watch", opponent="lasthit")
+    with pytest.raises(OSError):
+        while True:
+            before = state
+            with session.undo_on_failure():
+                state = session.tick()
+    assert session.state() == before and not record.exists()
+    monkeypatch.undo()
+    with session.undo_on_failure():
+        state = session.tick()
+    (game,) = records(record)
+    assert state["over"] and state["t"] == before["t"] + 1 == game["length"]
 
 
 def test_server_fuzz_every_request_answered(live):
-    """Seeded random requests (methods, paths, headers, bodies) with a valid game's steps among them: each is
-    answered with a status line (a JSON error when refused, never 500), the server goes on, the record stays JSON."""
+    """Seeded random requests (methods, paths, headers, bodies) with a valid game's steps against the agent and the
+    bots, and replays, among them: each is answered with a status line and headers that no page may frame (a JSON
+    error when refused, never 500), the server goes on, the record stays JSON and its games replay."""
     port, record = live
     rng = random.Random(48)
-    keys = ["side", "action", "mode", "opponent", "greedy", "x"]
+    keys = ["side", "action", "mode", "opponent", "greedy", "moves", "x"]
 
     def value(depth=0):
         kinds = [
@@ -397,7 +454,7 @@ def test_server_fuzz_every_request_answered(live):
             lambda: rng.uniform(-2, 10),
             lambda: rng.random() < 0.5,
             lambda: None,
-            lambda: rng.choice(["play", "watch", "agent", "random", "", "é"]),
+            lambda: rng.choice(["play", "watch", "agent", "random", "search2", "push", "", "é", "5", "1212121", "0"]),
             lambda: [value(depth + 1) for _ in range(rng.randrange(4))],
             lambda: {rng.choice(keys): value(depth + 1) for _ in range(rng.randrange(4))},
         ]
@@ -414,13 +471,16 @@ def test_server_fuzz_every_request_answered(live):
         )()
 
     methods = ["GET", "POST", "POST", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"]
-    paths = ["/", "/api/state", "/api/new", "/api/move", "/api/tick", "/api/move?x=1", "/../x", "*", "/a b", "/" * 3000]
+    paths = ["/", "/api/state", "/api/new", "/api/move", "/api/tick", "/api/replay", "/api/games", "/../x", "*", "/a b"]
+    paths += ["/api/move?x=1", "/" * 3000]
     for i in range(300):
         if i % 8 == 0:  # a valid step of a game, between the fuzz's requests
             now = game_state(port)
             playing = now.get("board") is not None and not now["over"]
             path = "/api/move" if playing else "/api/new"
+            opponent = rng.choice(["agent", "random", "search1"])
             args = {"action": int(rng.choice(np.flatnonzero(now["legal"])))} if playing else {"side": rng.randrange(2)}
+            args |= {} if playing else {"opponent": opponent}
             code, reply = ask(port, "POST", path, args)
             assert code == 200, reply
             continue
@@ -440,6 +500,114 @@ def test_server_fuzz_every_request_answered(live):
     game_state(port)
     lines = record.read_text().splitlines()
     assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+    for game in records(record):
+        code, body = ask(port, "POST", "/api/replay", {"moves": "".join(arena.SHARE[a] for a in game["moves"])})
+        assert code == 200 and json.loads(body)["moves"] == game["moves"]
+    code, body = ask(port, "GET", "/api/games")
+    assert code == 200 and json.loads(body) == records(record)[::-1]
+
+
+def test_every_answer_carries_the_page_s_policy(live):
+    """The page's Content-Security-Policy allows its own inline script and style (by their SHA-256) and requests to
+    this server, nothing else: no frame around it, no other script, no style attribute, no form."""
+    port, _ = live
+    code, headers, page = exchange(port, f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    policy = dict(rule.strip().split(" ", 1) for rule in headers["content-security-policy"].split(";"))
+    html = page.decode()
+    for tag in ("script", "style"):
+        inline = re.search(rf"<{tag}>(.*?)</{tag}>", html, re.S)[1]
+        assert policy[f"{tag}-src"] == f"'sha256-{base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()}'"
+    assert policy["default-src"] == policy["frame-ancestors"] == policy["form-action"] == "'none'"
+    assert policy["connect-src"] == "'self'" and code == 200 and html.count("<script") == 1
+    assert not re.search(r"\sstyle=|\son[a-z]+=|innerHTML|insertAdjacentHTML|document\.write", html)  # text as text
+
+
+def test_garbage_request_lines_get_a_status_line(live):
+    port, _ = live
+    for line in (b"garbage", b"GET /", b"\x00\xff\xfe", b"GET / HTTP/9.9", b"G E T / HTTP/1.1", b"GET /api/state HTTP"):
+        code, _, body = exchange(port, line + b"\r\n\r\n")  # (HTTP/0.9's "GET /" names no Host)
+        assert 400 <= code < 600 and code != 500 and json.loads(body)["error"], line
+    assert game_state(port)["board_game"]
+
+
+def test_the_opponent_is_the_game_s_and_the_record_s(models, tmp_path):
+    """A board game is played against the opponent chosen, among the agent, the world's bots and the levels, and
+    the record names it; an opponent, or a mode, the game does not have is refused and changes nothing."""
+    record = tmp_path / "games.jsonl"
+    session = Session(load_model(models["c4"]), Args(record=str(record)), (load_model(models["c4b"]),))
+    choices = [k for k, _ in session.state()["opponents"]]
+    assert choices == ["agent", *make_team_env("ConnectFour-v1", 1, 0).bot_names, "c4_seed2"]
+    started = session.new(side=0)
+    for bad in [dict(opponent="push"), dict(opponent="c4_seed1"), dict(opponent=""), dict(mode="watch")]:
+        with pytest.raises(arena.Refused):
+            session.new(**bad)
+        assert session.state() == started, bad
+    rng = np.random.default_rng(1)
+    for opponent, label in [("random", "random"), ("c4_seed2", "c4_seed2"), ("agent", "c4_seed1")]:
+        state = session.new(side=1, opponent=opponent)
+        while not state["over"]:
+            assert (state["probs"] is None) == (opponent == "random")  # a bot's move has no probabilities
+            state = session.move(int(rng.choice(np.flatnonzero(state["legal"]))))
+        assert records(record)[-1]["players"] == ["person", label] and state["result"].endswith(f"against {label}")
+        assert records(record)[-1]["first"] == 1  # the person moved second
+
+
+def test_replay_shows_the_agent_s_decisions(models, tmp_path):
+    """A recorded game as one line replays move by move: the same boards, and at the agent's moves the
+    probabilities it gave them in the game; a line that is not a game of this board is refused."""
+    record = tmp_path / "games.jsonl"
+    session = Session(load_model(models["c4"]), Args(record=str(record)))
+    state, rng, decisions = session.new(side=1), np.random.default_rng(2), {}
+    while True:
+        decisions[len(state["moves"]) - 1] = state["probs"]  # the agent's last move, and its probabilities
+        if state["over"]:
+            break
+        state = session.move(int(rng.choice(np.flatnonzero(state["legal"]))))
+    (game,) = records(record)
+    decisions = {i: p for i, p in decisions.items() if i % 2 == 0}  # the agent moved first
+    line = "".join(arena.SHARE[a] for a in game["moves"])
+    replay = session.replay(line)
+    assert replay["moves"] == game["moves"] and replay["over"] and replay["cells"] == state["cells"]
+    assert all(replay["frames"][i]["probs"] == p for i, p in decisions.items()) and decisions
+    board = np.array(state["board"])
+    assert replay["frames"][-1]["board"] == np.where(board < 0, -1, board ^ state["first"]).tolist()
+    assert [(np.array(f["board"]) >= 0).sum() for f in replay["frames"]] == list(range(1, len(line) + 1))
+    assert replay["outcome"] == game["outcome"][game["first"]]  # the first mover's
+    for bad in ["", "0", "8", "1111111", line + "1", "4" * 43, "4 ", 44, None]:
+        with pytest.raises(arena.Refused):
+            session.replay(bad)
+
+
+def test_value_reads_as_an_expected_result():
+    rng = np.random.default_rng(0)
+    v = rng.normal(0, 2, 4000)
+    score = (rng.random(4000) < 1 / (1 + np.exp(-(1.5 * v - 0.5)))).astype(float)
+    fit = arena.fit_expected(list(zip(v, score, strict=True)))
+    assert fit == pytest.approx((1.5, -0.5), abs=0.15)
+    results = [arena.expected_result(x, fit) for x in (-9, -1, 0, 1, 9)]
+    assert results == sorted(results) and -1 <= results[0] < -0.99 and 0.99 < results[-1] <= 1
+    apart = arena.fit_expected([(-1.0, 0.0), (1.0, 1.0)] * 20)  # values that separate wins from losses
+    assert np.isfinite(apart).all()
+    assert arena.expected_result(1.0, apart) > 0.9 > -0.9 > arena.expected_result(-1.0, apart)
+    assert arena.expected_result(1.0, None) is None
+
+
+@pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
+def test_winning_cells_are_the_winning_line(env_id):
+    k = {"ConnectFour-v1": 4, "TicTacToe-v1": 3}[env_id]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        board = rng.choice([-1, -1, 0, 1], size=make_team_env(env_id, 1, 0).board_shape)
+        cells = arena.winning_cells(board, k)
+        assert bool(cells) == bool(has_won(board, 0, env_id) | has_won(board, 1, env_id))
+        for side in (0, 1):  # the cells of one side are k in a row: taking them away leaves no line of it
+            own = [c for c in cells if board[tuple(c)] == side]
+            rest = board.copy()
+            rest[tuple(np.array(own).T)] = -1 if own else rest[tuple(np.array(own).T)]
+            assert not has_won(rest, side, env_id)
+    board = np.full((6, 7), -1)
+    board[5, 1:5], board[4, :2] = 0, 1
+    assert arena.winning_cells(board, 4) == [[5, 1], [5, 2], [5, 3], [5, 4]]
 
 
 # ---- the page in headless Chromium (Debian's chromium and chromium-driver; no browser is downloaded)
@@ -449,6 +617,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 except ImportError:
     webdriver = None
 no_browser = not (CHROMIUM and DRIVER and webdriver)
@@ -473,9 +642,9 @@ def arena_server(tmp_path):
     """The real command on a free port: yields (start(model) -> url, record path)."""
     procs = []
 
-    def start(model):  # None: no model given
+    def start(model, *more):  # None: no model given; more: more flags
         record = str(tmp_path / "games.jsonl")
-        flags = [*([model] if model else []), "--games", "2", "--record", record]
+        flags = [*([model] if model else []), "--games", "2", "--record", record, *more]
         proc = subprocess.Popen([*ARENA, *flags], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
         procs.append(proc)
         line = proc.stdout.readline()
@@ -488,11 +657,20 @@ def arena_server(tmp_path):
         proc.wait(timeout=10)
 
 
-def test_with_no_model_given_the_bundled_connect_four_model_is_served(arena_server):
-    url, _ = arena_server
-    with urllib.request.urlopen(url(None) + "api/state", timeout=30) as answer:
-        state = json.loads(answer.read())
+def test_bundled_model_ipv6_and_levels_from_the_command_line(models, arena_server, capsys):
+    """With no model given the bundled Connect Four model is served; --host ::1 serves on IPv6 and prints its address
+    in brackets; --levels adds models as opponents; a level of another world, or of an opponent's name, is one line
+    and exit code 2."""
+    start, _ = arena_server
+    url = start(None, "--host", "::1", "--levels", models["c4b"])
+    assert url.startswith("http://[::1]:")
+    state = json.loads(ask(int(url.rstrip("/").rsplit(":", 1)[1]), address="::1")[1])
     assert state["env_id"] == "ConnectFour-v1" and state["model"] == "connect4"
+    assert state["opponents"][0] == ["agent", "connect4"] and state["opponents"][-1] == ["c4_seed2", "c4_seed2"]
+    other = Args(model=models["c4"], levels=(models["ttt"],))
+    assert "TicTacToe-v1" in one_line_exit_2(lambda: arena.open_session(other), capsys)
+    same = Args(model=models["c4"], levels=(models["c4"],))
+    assert "one name" in one_line_exit_2(lambda: arena.open_session(same), capsys)
 
 
 def wait_for(driver, condition, timeout=20.0):
@@ -503,30 +681,6 @@ def wait_for(driver, condition, timeout=20.0):
             return state
         time.sleep(0.05)
     raise AssertionError("the page did not reach the expected state")
-
-
-@pytest.mark.skipif(no_browser, reason=reason)
-def test_browser_connect_four_game(models, browser, arena_server):
-    start, record = arena_server
-    browser.get(start(models["c4"]))
-    wait_for(browser, lambda s: s["board_game"])
-    browser.find_element(By.ID, "start").click()
-    state = wait_for(browser, lambda s: s.get("board") is not None)
-    canvas = browser.find_element(By.ID, "canvas")
-    cell = 512 // 7
-    rng = np.random.default_rng(0)
-    while not state["over"]:
-        column = int(rng.choice(np.flatnonzero(state["legal"])))
-        moves = len(state["moves"])  # the click on the canvas's column, offsets from its centre
-        x = (512 - 7 * cell) // 2 + column * cell + cell // 2 - 256
-        ActionChains(browser).move_to_element_with_offset(canvas, x, -150).click().perform()
-        state = wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
-        assert state["moves"][moves] == column
-        if SHOTS and moves == 12:
-            browser.save_screenshot(f"{SHOTS}/arena_connect_four.png")
-    result = browser.find_element(By.ID, "result").text
-    (game,) = records(record)
-    assert result == state["result"] and result.startswith("person ") and game["moves"] == state["moves"]
 
 
 @pytest.mark.skipif(no_browser, reason=reason)
@@ -589,7 +743,13 @@ class AnyBoard:
         free = self.board < 0
         return (free.any(0) if self.world["move"] == "column" else free.ravel()).tolist()
 
-    def new(self, side: int = 0, greedy: bool = False) -> dict:
+    def undo_on_failure(self):
+        return contextlib.nullcontext()
+
+    def games(self) -> list:
+        return []
+
+    def new(self, side: int = 0, opponent: str = "agent", greedy: bool = False) -> dict:
         self.board, self.moves = np.full((self.world["rows"], self.world["columns"]), -1), []
         return self.state()
 
@@ -602,19 +762,21 @@ class AnyBoard:
         return self.state()
 
     def state(self) -> dict:
-        out = dict(env_id="AnyBoard", model="stand-in", player="person", rating=None, references=[], ladder=None)
-        out |= dict(board_game=True, world=self.world)
+        out = dict(env_id="AnyBoard", model="stand-in", player="person", rating=None, ladder=None)
+        out |= dict(board_game=True, world=self.world, opponents=[["agent", "stand-in"]])
         if self.board is None:
             return out
         legal, last = self.legal(), self.moves[-1] if self.moves else None
         out |= dict(side=0, to_move=0, moves=self.moves, board=self.board.tolist(), legal=legal, over=False)
+        out["note"] = f"the stand-in's note after {len(self.moves)} moves"
         return out | dict(result=None, agent_action=last, probs=[round(1 / len(legal), 3)] * len(legal), value=0.0)
 
 
 @pytest.mark.skipif(no_browser, reason=reason)
 def test_browser_board_of_any_shape(browser):
     """The page draws boards of shapes no world has yet from the server's description alone, and each click plays the
-    action of the cell (row by row) or the column clicked."""
+    action of the cell (row by row) or the column clicked. A click on a taken cell is noted, and the note goes at the
+    next move, whose answer's own note (the server's) is shown."""
     for rows, columns, move in [(4, 5, "cell"), (5, 8, "column")]:
         game = AnyBoard(rows, columns, move)
         server = serve(game, "127.0.0.1", 0)
@@ -631,6 +793,10 @@ def test_browser_board_of_any_shape(browser):
                 ActionChains(browser).move_to_element_with_offset(canvas, x, y).click().perform()
                 wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
                 assert game.moves[moves] == (column if move == "column" else row * columns + column)
+                assert browser.find_element(By.ID, "note").text == f"the stand-in's note after {moves + 2} moves"
+                if move == "cell":  # the same cell again: taken
+                    ActionChains(browser).move_to_element_with_offset(canvas, x, y).click().perform()
+                    assert browser.find_element(By.ID, "note").text == "that cell is taken: ignored"
             assert browser.find_element(By.ID, "status").text.startswith(f"Your move: click a {move}.")
         finally:
             server.shutdown()
@@ -677,3 +843,127 @@ def test_browser_another_site_cannot_play(live, browser, tmp_path, monkeypatch):
         site.server_close()
     assert answers == [403, 403]
     assert game_state(port) == before and before["moves"] == [] and not record.exists()
+
+
+FRAMING_SITE = """<!doctype html><title>another site that frames the Arena</title>
+<iframe id="arena" name="arena" src="ARENA/" width="900" height="700"></iframe>"""
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_a_frame_cannot_click(live, browser, tmp_path, monkeypatch):
+    """A page of another origin frames the Arena with a game in progress and clicks where the board's centre cell
+    would be: the browser shows no Arena in the frame, and the game stays as it was."""
+    port, record = live
+    assert ask(port, "POST", "/api/new", {"side": 0})[0] == 200  # the person's move: the centre is legal
+    before = game_state(port)
+    answered, send = [], arena.Handler.send
+    monkeypatch.setattr(arena.Handler, "send", lambda self, code, *a: answered.append(code) or send(self, code, *a))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text(FRAMING_SITE.replace("ARENA", f"http://127.0.0.1:{port}"))
+    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
+    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{site.server_port}/index.html")
+        frame = browser.find_element(By.ID, "arena")
+        deadline = time.time() + 20
+        while not answered and time.time() < deadline:  # the page is sent to the frame, which the browser refuses
+            time.sleep(0.05)
+        time.sleep(0.3)
+        for dx, dy in [(-176, -72), (-176, -142), (-100, -72)]:  # the centre cell of a page in the frame, and near it
+            ActionChains(browser).move_to_element_with_offset(frame, dx, dy).click().perform()
+        browser.switch_to.frame(frame)
+        assert browser.find_elements(By.ID, "canvas") == []  # nothing of the Arena is drawn in the frame
+    finally:
+        browser.switch_to.default_content()
+        site.shutdown()
+        site.server_close()
+    assert game_state(port) == before and not record.exists()
+
+
+def scrolls_sideways(driver, width: int) -> bool:
+    """Whether the page, drawn in a window ``width`` CSS pixels wide, is wider than the window."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+    )
+    time.sleep(0.3)
+    return driver.execute_script(
+        "const e = document.documentElement; return e.scrollWidth > e.clientWidth"
+        " || [...document.querySelectorAll('header *, aside *, #play *')].some((n) => n.getBoundingClientRect().right"
+        " > e.clientWidth + 0.5)"
+    )
+
+
+@pytest.mark.skipif(no_browser, reason=reason)
+def test_browser_level_record_replay_and_fit(models, browser, arena_server):
+    """A person named with HTML and 70 characters picks the `random` level on a run of a 100-character name and
+    plays a whole game by clicks, each on the column it plays: the record names `random`, the result line is coloured
+    by who won, the game is listed first and replays move by move, its shared line opens it again, names are text,
+    and the page fits 360, 640 and 1440 px."""
+    start, record = arena_server
+    player = "<i>&amp;</i> " + "a person with a name of seventy characters"[:57]
+    browser.get(start(models["long"], "--player", player))
+    wait_for(browser, lambda s: s["board_game"] and s["opponents"])
+    Select(browser.find_element(By.ID, "opponent")).select_by_value("random")
+    browser.find_element(By.ID, "start").click()
+    state = wait_for(browser, lambda s: s.get("board") is not None)
+    canvas, cell, rng = browser.find_element(By.ID, "canvas"), 512 // 7, np.random.default_rng(3)
+    while not state["over"]:
+        column, moves = int(rng.choice(np.flatnonzero(state["legal"]))), len(state["moves"])
+        x = (512 - 7 * cell) // 2 + column * cell + cell // 2 - 256
+        ActionChains(browser).move_to_element_with_offset(canvas, x, -150).click().perform()
+        state = wait_for(browser, lambda s, n=moves: len(s["moves"]) > n)
+        assert state["moves"][moves] == column
+    (game,) = records(record)
+    assert game["players"] == [player, "random"] and game["moves"] == state["moves"]
+    result = browser.find_element(By.ID, "result")
+    assert result.text == state["result"] and result.get_attribute("class") == (
+        "win" if game["outcome"][0] > 0 else "loss" if game["outcome"][0] < 0 else "draw"
+    )
+    assert result.rect["y"] >= canvas.rect["y"] + canvas.rect["height"]  # beside the board, never over it
+    assert len(state["cells"]) >= 4 if game["outcome"][0] else state["cells"] == []  # the winning line is marked:
+    drawn = min(512 // 7, 420 // 6)  # a green dot at the centre of each of its stones
+    centres = [((512 - 7 * drawn) // 2 + (c + 0.5) * drawn, 8 + (r + 0.5) * drawn) for r, c in state["cells"]]
+    pixel = "return [...document.getElementById('canvas').getContext('2d').getImageData(...arguments, 1, 1).data]"
+    assert all(browser.execute_script(pixel, x, y) == [127, 224, 127, 255] for x, y in centres)
+    line = "".join(arena.SHARE[a] for a in game["moves"])
+    listed = browser.find_element(By.CSS_SELECTOR, "#game-list li")
+    assert player in listed.text and " against random " in listed.text
+    listed.find_element(By.TAG_NAME, "button").click()
+    replay = wait_for_replay(browser, lambda r: r["at"] == len(line))
+    assert replay["data"]["moves"] == game["moves"]
+    assert browser.find_element(By.ID, "share").get_attribute("value") == line
+    browser.find_element(By.ID, "first-move").click()
+    for at in (1, 2):
+        browser.find_element(By.ID, "forward").click()
+        frame = wait_for_replay(browser, lambda r, n=at: r["at"] == n)["data"]["frames"][at - 1]
+        assert frame["move"] == game["moves"][at - 1] and (np.array(frame["board"]) >= 0).sum() == at
+    browser.find_element(By.ID, "close").click()
+    browser.find_element(By.ID, "open-line").send_keys(line)
+    browser.find_element(By.ID, "open").click()
+    assert wait_for_replay(browser, lambda r: r["game"] is None)["data"]["moves"] == game["moves"]
+    me = wait_for_element(browser, "#ladder tr.me td", timeout=90)  # the person on the ladder, once it is rated
+    assert me.text == player and browser.execute_script("return document.querySelectorAll('i').length") == 0
+    assert browser.find_element(By.ID, "world").text.startswith(LONG_RUN)
+    try:
+        assert not any(scrolls_sideways(browser, width) for width in (360, 640, 1440))
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def wait_for_replay(driver, condition, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        replay = driver.execute_script("return window.arena.busy ? null : window.arena.replay")
+        if replay and condition(replay):
+            return replay
+        time.sleep(0.05)
+    raise AssertionError("the page did not reach the expected replay")
+
+
+def wait_for_element(driver, selector, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if found := driver.find_elements(By.CSS_SELECTOR, selector):
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no {selector} on the page")
