@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from needs import MISSING, needs
 from payloads import RunsCode
 from saved_models import save_selfplay_model as save_model
 
@@ -620,8 +621,12 @@ try:
     from selenium.webdriver.support.ui import Select
 except ImportError:
     webdriver = None
-no_browser = not (CHROMIUM and DRIVER and webdriver)
-reason = "needs Debian's chromium and chromium-driver on PATH and selenium (the dev extra); .ci/run installs them"
+missing = [
+    name for name, found in [("chromium", CHROMIUM), ("chromedriver", DRIVER), ("selenium", webdriver)] if not found
+]
+needs_browser = needs(
+    f"{MISSING}{', '.join(missing)} (.ci/run installs Debian's chromium and chromium-driver)" if missing else None
+)
 SHOTS = os.environ.get("ARENA_SCREENSHOTS")
 
 
@@ -683,7 +688,7 @@ def wait_for(driver, condition, timeout=20.0):
     raise AssertionError("the page did not reach the expected state")
 
 
-@pytest.mark.skipif(no_browser, reason=reason)
+@needs_browser
 def test_browser_lane_ticks_with_keys(models, browser, arena_server):
     start, record = arena_server
     browser.get(start(models["lane"]))
@@ -772,7 +777,7 @@ class AnyBoard:
         return out | dict(result=None, agent_action=last, probs=[round(1 / len(legal), 3)] * len(legal), value=0.0)
 
 
-@pytest.mark.skipif(no_browser, reason=reason)
+@needs_browser
 def test_browser_board_of_any_shape(browser):
     """The page draws boards of shapes no world has yet from the server's description alone, and each click plays the
     action of the cell (row by row) or the column clicked. A click on a taken cell is noted, and the note goes at the
@@ -820,7 +825,7 @@ OTHER_SITE = """<!doctype html><title>another site in the same browser</title>
 </script>"""
 
 
-@pytest.mark.skipif(no_browser, reason=reason)
+@needs_browser
 def test_browser_another_site_cannot_play(live, browser, tmp_path, monkeypatch):
     """A page of another origin posts a move the two ways that need no CORS preflight (a no-cors fetch and a form):
     both reach the server, are refused, and the game and the record stay as they were."""
@@ -849,7 +854,7 @@ FRAMING_SITE = """<!doctype html><title>another site that frames the Arena</titl
 <iframe id="arena" name="arena" src="ARENA/" width="900" height="700"></iframe>"""
 
 
-@pytest.mark.skipif(no_browser, reason=reason)
+@needs_browser
 def test_browser_a_frame_cannot_click(live, browser, tmp_path, monkeypatch):
     """A page of another origin frames the Arena with a game in progress and clicks where the board's centre cell
     would be: the browser shows no Arena in the frame, and the game stays as it was."""
@@ -893,7 +898,7 @@ def scrolls_sideways(driver, width: int) -> bool:
     )
 
 
-@pytest.mark.skipif(no_browser, reason=reason)
+@needs_browser
 def test_browser_level_record_replay_and_fit(models, browser, arena_server):
     """A person named with HTML and 70 characters picks the `random` level on a run of a 100-character name and
     plays a whole game by clicks, each on the column it plays: the record names `random`, the result line is coloured

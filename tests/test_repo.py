@@ -633,3 +633,4 @@ def test_every_skip_for_a_missing_requirement_goes_through_tests_needs():
         text = path.read_text() if path.name != "test_repo.py" else ""
         assert "importorskip" not in text, f"{path.name}: use tests/needs.py (a `missing:` reason) instead"
         assert 'shutil.which("java")' not in text, f"{path.name}: use tests/needs.py's needs_microrts"
+        assert "skipif(no_" not in text, f"{path.name}: use tests/needs.py's needs() for what the machine lacks"
