@@ -29,6 +29,9 @@ SCRIPT = "ppo_lstm_selfplay.py"  # the script whose models the arena loads (and 
 PAGE = Path(__file__).with_name("arena.html")
 MODELS = Path(__file__).with_name("models")  # the models that ship with cleanfive, each with its card (README.md there)
 DEFAULT_MODEL = MODELS / "connect4.cleanfive_model"  # served when no model is given
+# earlier checkpoints of the default model's run, its levels when no model is given (cleanfive/models/connect4_levels)
+LEVEL_FILES = MODELS.glob("connect4_levels/connect4@*.cleanfive_model")  # connect4@<step>, weakest (earliest) first
+DEFAULT_LEVELS = tuple(str(p) for p in sorted(LEVEL_FILES, key=lambda path: int(path.stem.split("@")[1])))
 
 
 @dataclass
@@ -39,7 +42,9 @@ class Args:
     host: str = "127.0.0.1"  # the address the page is served on (the default: this machine only; ::1 for IPv6)
     port: int = 0  # the port (0: a free one, printed)
     player: str = "person"  # your name in the games record and on the ladder
-    levels: tuple[str, ...] = ()  # more models of the model's world (a run's earlier checkpoints) to play as opponents
+    # more models of the model's world (a run's earlier checkpoints) to play as opponents (default: with no model
+    # given, the bundled model's earlier checkpoints, DEFAULT_LEVELS)
+    levels: tuple[str, ...] | None = None
     record: str = "runs/arena/games.jsonl"  # every finished game is appended here, one JSON line each
     league: tuple[str, ...] = ()  # rate these saved models, the world's references and the record's people; exit
     games: int = 20  # games per pair of parties in --league, and per reference for the page's ladder
@@ -81,10 +86,8 @@ def load_model(path: str) -> Model:
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         usage_error(f"cannot load {path} ({reason}); pass a model of {SCRIPT} --save-model (or its checkpoint.pt)")
     step = f"@{saved['global_step']}" if "global_step" in saved else ""  # a checkpoint: the step it was taken at
-    bundled = (
-        Path(path).resolve().parent == MODELS.resolve()
-    )  # a bundled model is named by its file, a run's by its own
-    label = Path(path).stem if bundled else Path(path).resolve().parent.name
+    bundled = MODELS.resolve() in Path(path).resolve().parents  # a bundled model (or level) is named by its file
+    label = Path(path).stem if bundled else Path(path).resolve().parent.name  # a run's model by its run
     return Model(f"{label}{step}", env.env_id, env.num_heroes, agent.eval())
 
 
@@ -686,7 +689,8 @@ def serve(session: Session, host: str, port: int) -> ThreadingHTTPServer:
 def open_session(args: Args) -> Session:
     """The Arena's game of the model and the --levels models, or one line and exit code 2."""
     model = load_model(args.model or str(DEFAULT_MODEL))
-    levels = tuple(load_model(path) for path in args.levels)
+    default = DEFAULT_LEVELS if args.model is None else ()
+    levels = tuple(load_model(path) for path in (default if args.levels is None else args.levels))
     for level in levels:
         if (level.env_id, level.num_heroes) != (model.env_id, model.num_heroes):
             usage_error(f"--levels: {level.label} is a model of {level.env_id}, not of {model.env_id}; pass its models")

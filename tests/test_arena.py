@@ -678,6 +678,26 @@ def test_bundled_model_ipv6_and_levels_from_the_command_line(models, arena_serve
     assert "one name" in one_line_exit_2(lambda: arena.open_session(same), capsys)
 
 
+def test_the_bundled_model_comes_with_earlier_checkpoints_of_its_run_as_levels():
+    """With no model given, the opponents are the bundled model, the ladder's bots and three earlier checkpoints of
+    the bundled model's own run (cleanfive/models/connect4_levels/README.md: the run played again, its evaluations
+    equal to the kept run's), each a small plain-data file of that run's arguments; a model given has no levels."""
+    assert len(arena.DEFAULT_LEVELS) == 3
+    session = arena.open_session(Args())
+    labels = [label for _, label in session.opponents.values()]
+    assert labels[:8] == ["connect4", *session.references] and len(labels) == 11
+    bundled = torch.load(arena.DEFAULT_MODEL, weights_only=True)["args"]
+    steps = []
+    for path in arena.DEFAULT_LEVELS:
+        saved = torch.load(path, weights_only=True)
+        assert set(saved) == {"script", "args", "model"} and Path(path).stat().st_size < 2 * 2**20
+        differ = {k for k in bundled if saved["args"][k] != bundled[k]}
+        assert differ <= {"exp_name", "cuda"}, differ  # the run's recipe, seed and budget: the same run
+        steps.append(int(Path(path).stem.split("@")[1]))
+    assert steps == sorted(steps) and steps[-1] < bundled["total_timesteps"]
+    assert len(arena.open_session(Args(model=str(arena.DEFAULT_MODEL))).opponents) == 8
+
+
 def wait_for(driver, condition, timeout=20.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
