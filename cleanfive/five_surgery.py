@@ -17,6 +17,7 @@ import tyro
 from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
+from cleanfive.envs.evaluation import print_reference_table, trained_bots
 from cleanfive.envs.football import FootballUnavailable
 from cleanfive.envs.teams import TEAM_ENV_IDS, held_out_bots, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
@@ -127,7 +128,6 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
-ROBUST_WIN_RATE = 0.5  # a robust rung: every untrained reference up to it beaten in this share of games
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
@@ -696,48 +696,6 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
             evaluator.update_many(name, against)
         results[name] = ((against == 1).mean(), (against == 0.5).mean(), (against == 0).mean())
     return results
-
-
-def trained_bots(run_args: dict, references) -> tuple[str, ...]:
-    """The bots a run of `run_args` (a saved model's "args") trained against: none without the bot curriculum; its
-    bot opponents, or its references (default: `references`) where it named none."""
-    if not (run_args.get("bot_fraction") or run_args.get("bot_fraction_end")):
-        return ()
-    return tuple(run_args.get("bot_opponents") or run_args.get("references") or references)
-
-
-def robust_rung(win_rates, ladder, held_out, trained):
-    """The robust rung (issue 50) of a model that won `win_rates` ({bot: share of games}): the strongest rung of
-    `ladder` (references, weakest first) up to which it wins at least ROBUST_WIN_RATE of its games against every bot
-    it did not train against (`trained`); a held-out bot sits on the rung `held_out` names, a rung of trained bots
-    only is passed over. Returns the rung ("none": not even the first) and the bot of the worst of those win rates."""
-    held, counted = "none", {}
-    for rung in ladder:
-        untrained = {b: win for b, win in win_rates.items() if held_out.get(b, b) == rung and b not in trained}
-        if untrained and min(untrained.values()) < ROBUST_WIN_RATE:
-            break
-        if untrained:
-            held, counted = rung, counted | untrained
-    return held, min(counted, key=counted.get, default=None)
-
-
-def print_reference_table(results, evaluator, games, trained, held_out):
-    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference by
-    TrueSkill, each followed by the held-out bots on its rung (`held_out`), the bots it trained against (`trained`)
-    marked; its robust rung and the worst win rate up to it (TrueSkill's one number assumes transitive strength: a
-    model can beat the bots it trained against and lose to weaker ones it never met); then its TrueSkill."""
-    ladder = sorted((k for k in results if k in evaluator.references), key=lambda k: evaluator.references[k].mu)
-    print("| bot | rung | trained against | its TrueSkill μ | win | draw | loss | games |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
-    for rung in ladder:
-        for name in [rung, *(k for k in results if held_out.get(k) == rung)]:
-            mu = f"{evaluator.references[name].mu:.2f}" if name in evaluator.references else "held out"
-            cells = " | ".join(f"{rate:.3f}" for rate in results[name])
-            print(f"| `{name}` | `{rung}` | {'yes' if name in trained else ''} | {mu} | {cells} | {games} |")
-    held, worst = robust_rung({k: win for k, (win, _, _) in results.items()}, ladder, held_out, trained)
-    rung = f"{held} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if worst else "none"
-    print(f"trained against: {' '.join(trained) or 'no bot'}\nrobust rung: {rung}")
-    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
 
 
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):

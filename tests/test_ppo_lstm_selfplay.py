@@ -17,6 +17,9 @@ from golden import check_run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
+from cleanfive.envs.evaluation import print_reference_table, robust_rung, trained_bots
+from cleanfive.trueskill_league import ReferenceEvaluator
+
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
     "--total-timesteps", "768", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
@@ -834,15 +837,13 @@ ROBUST_HELD_OUT = {"greedy+random15": "greedy"}  # and last, against a held-out 
         ((0.49, 0.9, 0.9, 0.9, 0.9), (), "none"),
     ],
 )
-def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_is_won(
-    script, capsys, wins, trained, rung
-):
+def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_is_won(capsys, wins, trained, rung):
     import trueskill
 
-    evaluator = script.ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
+    evaluator = ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
     names = [*ROBUST_MUS, *ROBUST_HELD_OUT]
     results = {name: (win, 0.0, 1.0 - win) for name, win in reversed(list(zip(names, wins, strict=True)))}
-    script.print_reference_table(results, evaluator, 64, trained, ROBUST_HELD_OUT)
+    print_reference_table(results, evaluator, 64, trained, ROBUST_HELD_OUT)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| bot | rung | trained against |")
     rows = [[cell.strip(" `") for cell in line.strip("|").split("|")] for line in out if line.startswith("| `")]
@@ -854,21 +855,20 @@ def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_
     assert rows[2][3] == "held out" and rows[1][3] == "9.70"
     assert f"robust rung: {rung}" in out and f"trained against: {' '.join(trained) or 'no bot'}" in out
     # the benchmark's final table finds the same rung (benchmark/board_table.py calls this function)
-    held, worst = script.robust_rung({k: w for k, (w, _, _) in results.items()}, list(ROBUST_MUS), ROBUST_HELD_OUT,
-                                     trained)  # fmt: skip
+    held, worst = robust_rung({k: w for k, (w, _, _) in results.items()}, list(ROBUST_MUS), ROBUST_HELD_OUT, trained)
     assert held == rung.split(" ")[0] and (worst is None) == (rung == "none")
 
 
-def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(script):
+def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum():
     refs = ("random", "greedy")
     run = {"bot_fraction": 0.5, "bot_fraction_end": 0.0, "bot_opponents": ("greedy+random15",), "references": ()}
-    assert script.trained_bots(run, refs) == ("greedy+random15",)
-    assert script.trained_bots(run | {"bot_opponents": ()}, refs) == refs  # (): every reference
-    assert script.trained_bots(run | {"bot_opponents": (), "references": ("lookahead", "greedy")}, refs) == (
+    assert trained_bots(run, refs) == ("greedy+random15",)
+    assert trained_bots(run | {"bot_opponents": ()}, refs) == refs  # (): every reference
+    assert trained_bots(run | {"bot_opponents": (), "references": ("lookahead", "greedy")}, refs) == (
         "lookahead",
         "greedy",
     )
-    assert script.trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
+    assert trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
 
 
 @pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
