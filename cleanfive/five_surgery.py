@@ -401,11 +401,11 @@ def same_or_later(old_env_id: str, env_id: str) -> bool:
 
 
 def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict, str, Agent]:
-    """(file, world, network) of a model of ppo_lstm_selfplay.py ("script" key or not) or of this one
+    """(file, world, network) of a model of ppo_lstm_selfplay.py or of this one
     (`saved`: the file as load_saved read it, not read again), else exit 2. A file is data, never code."""
     try:
         trained = saved or from_plain(torch.load(path, map_location="cpu", weights_only=True))
-        if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
+        if trained["script"] not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
             raise ValueError(f"it was written by {trained['script']}")
         for network in ("lstm_skip", "square_head"):  # (its Agent has no residual around the LSTM, no square head)
             if trained["args"].get(network):
@@ -580,7 +580,7 @@ class Matchmaking:
 
     def load_state_dict(self, state):
         self.kind, self.index = state["opponent_kind"], state["opponent_index"]
-        self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
+        self.learner_side = state["learner_side"]
 
 
 def policy_loss(advantages, ratio, clip_coef):

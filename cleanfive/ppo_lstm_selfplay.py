@@ -128,8 +128,6 @@ BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this ma
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
 CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
-# the former default of each flag whose default changed: a file from before the flag holds no value for it
-FORMER_DEFAULTS = dict(square_head=False)
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -528,7 +526,7 @@ class Matchmaking:
 
     def load_state_dict(self, state):
         self.kind, self.index = state["opponent_kind"], state["opponent_index"]
-        self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
+        self.learner_side = state["learner_side"]
 
 
 def policy_loss(advantages, ratio, clip_coef):
@@ -688,10 +686,10 @@ if __name__ == "__main__":
     args = tyro.cli(Args)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
-        args = Args(**{**FORMER_DEFAULTS, **checkpoint["args"], "resume": args.resume})
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
     for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip", "square_head") if saved else ():  # its network
-        setattr(args, key, getattr(Args(**{**FORMER_DEFAULTS, **saved["args"]}), key))  # (a file from before a flag)
+        setattr(args, key, getattr(Args(**saved["args"]), key))
     worlds = ", ".join(TEAM_ENV_IDS)
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
     for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
@@ -804,7 +802,11 @@ if __name__ == "__main__":
         try:
             agent.load_state_dict(saved["model"])
         except RuntimeError as error:
-            usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {str(error).splitlines()[0]}")
+            reason = str(error).splitlines()[0]
+            older = (
+                f"if an older script wrote it, convert it: uv run python cleanfive/convert_saved.py {args.eval_only}"
+            )
+            usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {reason}; {older}")
         video = f"videos/{run_name}/eval.gif" if args.capture_video else None
         results = play_references(agent.eval(), args, evaluator, [*references, *held_out], device, eval_rng, video)
         print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
@@ -862,7 +864,7 @@ if __name__ == "__main__":
         set_rng_states(local["rng"])
         rng.bit_generator.state = local["generator"]
         return_mean, return_var, return_count = local["return_moments"]
-        matchmaking.bot_win_rate = local.get("bot_win_rate", matchmaking.bot_win_rate)  # (older checkpoints: none)
+        matchmaking.bot_win_rate = local["bot_win_rate"]
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
             matchmaking.load_state_dict(local)

@@ -112,9 +112,16 @@ def driven(tmp_path_factory):
     cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     cases |= {("skip",): (root / "skip", [*TINY, "--lstm-skip", "--save-model", "--eval-every", "100"])}
-    # a file from before --square-head (the bundled TicTacToe model: no such key, no head) is played without one
-    former = ["--eval-only", str(SCRIPT.parent / "models" / "tictactoe.cleanfive_model"), "--eval-games", "1"]
-    cases |= {("former",): (root / "former", [*former, "--references", "random", "greedy", *FEW, "--no-cuda"])}
+    # a file from before --square-head (the bundled TicTacToe model, the key taken out) is refused, naming the
+    # converter; the bundled model itself (converted) is played without the head
+    bundled = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
+    (root / "former").mkdir()
+    del bundled["args"]["square_head"]
+    torch.save(bundled, root / "former" / "before_square_head.cleanfive_model")
+    for key, model in (("former", root / "former" / "before_square_head.cleanfive_model"), ("bundled", None)):
+        model = model or SCRIPT.parent / "models" / "tictactoe.cleanfive_model"
+        flags = ["--eval-only", str(model), "--eval-games", "1", "--references", "random", "greedy", *FEW, "--no-cuda"]
+        cases |= {(key,): (root / key, flags)}
     # a checkpoint without the head, resumed as if written before the flag
     no_head = [*TINY, *FEW, "--no-square-head", "--save-every", "2", "--total-timesteps", "512"]
     cases |= {("no head",): (root / "no_head", no_head)}
@@ -935,10 +942,11 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
-def test_a_checkpoint_from_before_square_head_resumes_without_one(driven, tmp_path):
-    """--resume reads FORMER_DEFAULTS too: a checkpoint whose Args hold no square_head (written before the flag, here
-    a run without the head with the key taken out) resumes without the head, where today's default would build one
-    and its weights would not load; one more update (its schedule lengthened in the file) saves a model without it."""
+def test_a_checkpoint_from_before_square_head_resumes_without_one_once_converted(driven, tmp_path):
+    """A checkpoint whose Args hold no square_head (written before the flag, here a run without the head with the key
+    taken out) and without bot win rates (from before --bot-ladder): the script reads today's files only, so
+    cleanfive/convert_saved.py brings it to today's (the run had no head, its win rates zeros); it resumes
+    without the head, where today's default would build one; one more update saves a model without it."""
     first, folder = driven["no head",]
     assert first.returncode == 0, first.stderr[-3000:]
     (written,) = (folder / "runs").glob("*/checkpoint.pt")
@@ -947,20 +955,49 @@ def test_a_checkpoint_from_before_square_head_resumes_without_one(driven, tmp_pa
     checkpoint = torch.load(written, weights_only=True)
     del checkpoint["args"]["square_head"]
     checkpoint["args"] |= {"total_timesteps": 768, "save_model": True}  # a third update, then the model
+    for local in checkpoint["ranks"]:
+        del local["bot_win_rate"]
     torch.save(checkpoint, path)
+    converter = SCRIPT.with_name("convert_saved.py")
+    converted = subprocess.run([sys.executable, str(converter), str(path)], capture_output=True, text=True, timeout=120)
+    assert converted.returncode == 0, converted.stderr
+    today = torch.load(path, weights_only=True)
+    assert today["args"]["square_head"] is False and all(len(local["bot_win_rate"]) for local in today["ranks"])
     resumed = run(tmp_path, "--resume", str(path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     saved = torch.load(path.with_name("ppo_lstm_selfplay.cleanfive_model"), weights_only=True)
     assert saved["args"]["square_head"] is False and not any(k.startswith("square_head.") for k in saved["model"])
 
 
-def test_a_file_from_before_square_head_is_played_without_one(driven):
-    """--square-head is on by default now; a file that holds no value for it (the bundled TicTacToe model, trained
-    before the flag) was trained without one, and --eval-only builds its network so (FORMER_DEFAULTS, which --resume
-    reads too): its weights load, and it plays the references it was given."""
-    saved = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
-    assert "square_head" not in saved["args"] and not any(key.startswith("square_head.") for key in saved["model"])
+def test_convert_saved_brings_each_older_format_to_todays(selfplay):
+    """Each step of cleanfive/convert_saved.py's upgrade: a file of ppo_lstm_selfplay.py that names no script gets
+    it, a flag added since gets the value its run had, the learner's side is renamed and the bot win rates are zeros,
+    one a bot of the run's bot games (its world's bots where it named none); a file of today is left as it is."""
+    from cleanfive.convert_saved import NDARRAY, upgrade
+
+    lane = {"env_id": "Moba5v5-v0", "bot_opponents": (), "references": ()}
+    old = {"args": lane, "model": {"hero_embedding.weight": 0}}
+    new = upgrade({**old, "ranks": [{"side": np.ones(2)}]})
+    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"]["square_head"] is False
+    (local,) = new["ranks"]
+    assert set(local) == {"learner_side", "bot_win_rate"} and local["learner_side"].tolist() == [1, 1]
+    lane_bots = selfplay.make_team_env("Moba5v5-v0", 1, 0).bot_names
+    assert local["bot_win_rate"][NDARRAY].tolist() == [0.0] * len(lane_bots)
+    two = upgrade({**old, "args": lane | {"bot_opponents": ("random", "push")}, "ranks": [{}]})
+    assert two["ranks"][0]["bot_win_rate"][NDARRAY].tolist() == [0.0, 0.0]
+    today = {"script": "five_surgery.py", "args": {"env_id": "Moba5v5-v1"}, "model": {}}
+    assert upgrade(today) == today
+
+
+def test_a_file_from_before_square_head_is_converted_then_played_without_one(driven):
+    """--square-head is on by default now; a file that holds no value for it was trained without one. The script
+    does not guess: --eval-only refuses it with one line that names the converter; the bundled TicTacToe model,
+    trained before the flag, is converted (square_head False), and its weights load and play the references."""
     result, _ = driven["former",]
+    assert result.returncode == 2 and "convert_saved.py" in result.stderr.strip().splitlines()[-1], result.stderr
+    saved = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
+    assert saved["args"]["square_head"] is False and not any(key.startswith("square_head.") for key in saved["model"])
+    result, _ = driven["bundled",]
     assert result.returncode == 0, result.stderr
     rows = [line.split("`")[1] for line in result.stdout.splitlines() if line.startswith("| `")]
     assert rows == ["random", "greedy", "greedy+random15", "greedy+opening4"], result.stdout  # and greedy's held-out
