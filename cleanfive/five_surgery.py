@@ -803,23 +803,27 @@ def check_args(args: Args, envs, references) -> None:
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
-    num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
-    split = f"--num-minibatches {args.num_minibatches} must divide the {num_sequences} team sequences per"
-    check(num_sequences % args.num_minibatches == 0, split + " rollout (num_envs * 2 * num_steps / bptt_len)")
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     unknown = [name for name in args.bot_opponents if not plays(envs, name)]
     check(not unknown, f"unknown --bot-opponents {unknown}; {args.env_id} bots: {' '.join(envs.bot_names)}")
+
+
+def score_weights_of(args: Args, envs) -> dict:
+    """The world's score weights, overridden by --score-weights name=number; one line and exit code 2 for an unknown
+    component or a value that is not a finite number."""
+    weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
         known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
-        check(component in envs.DEFAULT_SCORE_WEIGHTS, f"--score-weights {item}: {known}")
+        check(component in weights, f"--score-weights {item}: {known}")
         try:
-            number = float(value)
+            weights[component] = float(value)
         except ValueError:
-            number = None
-        check(number is not None and np.isfinite(number), f"--score-weights {item}: give each as name=number")
+            weights[component] = np.nan
+        check(np.isfinite(weights[component]), f"--score-weights {item}: give each as name=number")
+    return weights
 
 
 if __name__ == "__main__":
@@ -876,18 +880,24 @@ if __name__ == "__main__":
         bots = world_defaults(args.env_id)["bot_opponents"]
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
+    score_weights = score_weights_of(args, envs)
+    # the board games' flag that a world without a mirror image cannot use: off, and the first line says so
+    usable = dict(mirror=hasattr(envs, "mirror_actions"))
+    turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
+    for key in turned_off:
+        setattr(args, key, False)
+    # the derived sizes, in order
     args.num_heroes = envs.num_heroes
-    args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = discount(envs.seconds_per_step, args.horizon_seconds)
     copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
-    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len) * copies
+    team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
+    split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
+    check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
+    args.num_sequences = team_sequences * copies
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
-    for component, _, value in (item.partition("=") for item in args.score_weights):
-        score_weights[component] = float(value)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
@@ -954,7 +964,8 @@ if __name__ == "__main__":
         shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}", flush=True)
+        off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     if checkpoint:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     else:  # rated by games among the references (Appendix J) once per world and bot set (cached)

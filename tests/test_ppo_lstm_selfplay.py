@@ -141,6 +141,9 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
     assert f"--learning-rate {learning_rate}," in first_line
+    # a board game's flag that the world cannot use is off, and the first line says so (not silently)
+    off = "" if env_id in SMOKE_BOARD else f", --no-mirror (not in {env_id}), --no-square-head (not in {env_id})"
+    assert first_line.endswith("}" + off), first_line
     # as flag values, not a Python tuple: the board games' rule bots and search bots up to search3 (not search4)
     board_bots = "random greedy lookahead search1 search2 search3"
     bots = {"VmasFootball-v0": "random", "Moba5v5-v0": "(every reference)"}.get(env_id, board_bots)
