@@ -12,8 +12,9 @@ order, a step doing nothing to a file that already has it:
 3. each flag added since a file was written gets the value its run had (ADDED_FLAGS): a ppo_lstm_selfplay.py file
    from before --square-head (f926950) was trained without the head;
 4. a checkpoint's matchmaking state from before 0140671 named the learner's side "side": renamed "learner_side";
-5. a ppo_lstm_selfplay.py or five_surgery.py checkpoint from before --bot-ladder (5dd86f3) gets each process's win
-   rates against the bots, zeros (its run did not climb a ladder).
+5. each flag removed since gives up its value (REMOVED_FLAGS): --bot-ladder and --bot-ladder-top left
+   ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint; a
+   checkpoint of a run that climbed the ladder is not converted (resume it with the script at `a4d57ae`).
 
 The original is kept as PATH.old.
 
@@ -34,7 +35,11 @@ NUMPY_DATA = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.n
 NUMPY_DATA += [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
 # each script's flags added after it first saved files, with the value a run from before the flag had
 ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False)}
-TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold matchmaking and bot win rates
+# each script's flags removed since, with their value in a run that did without them (a checkpoint of a run with
+# another value is not converted: the script at LAST_WITH[flag] resumes it)
+REMOVED_FLAGS = {"ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0)}
+LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae")
+TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold each process's matchmaking
 
 
 @dataclass
@@ -53,33 +58,27 @@ def to_plain(tree):
     return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
 
 
-def num_bots(args: dict) -> int:
-    """How many bots the bot games of a team script's run of `args` drew from: its --bot-opponents, else its
-    references, else its world's."""
-    if args.get("bot_opponents") or args.get("references"):
-        return len(args.get("bot_opponents") or args["references"])
-    from cleanfive.envs.teams import make_team_env
-
-    return len(make_team_env(args["env_id"], 1, 0, args.get("num_heroes")).bot_names)
-
-
 def upgrade(saved: dict) -> dict:
-    """A file's contents (plain data) brought to today's format: steps 2 to 5 of the module's docstring."""
+    """A file's contents (plain data) brought to today's format: steps 2 to 5 of the module's docstring. Raises
+    ValueError for a checkpoint that today's script cannot resume as its run went on (a removed flag not at the value
+    of a run without it)."""
     saved = dict(saved)
     model = saved.get("model", {})
     if "script" not in saved and "hero_embedding.weight" in model and "input_index" not in model:
         saved["script"] = "ppo_lstm_selfplay.py"
     if "args" in saved:
         saved["args"] = {**ADDED_FLAGS.get(saved.get("script"), {}), **saved["args"]}
-    if saved.get("script") in TEAM_SCRIPTS and "ranks" in saved:
-        ranks = []
-        for local in saved["ranks"]:
-            local = dict(local)
-            if "side" in local and "learner_side" not in local:
+        for flag, value in REMOVED_FLAGS.get(saved.get("script"), {}).items():
+            if saved["args"].pop(flag, value) != value and "ranks" in saved:
+                raise ValueError(
+                    f"its run used --{flag.replace('_', '-')}: resume it with the script at {LAST_WITH[flag]}"
+                )
+    if saved.get("script") in TEAM_SCRIPTS and "ranks" in saved:  # a checkpoint: each process's matchmaking state
+        ranks = [dict(local) for local in saved["ranks"]]
+        for local in ranks:
+            if "side" in local:
                 local["learner_side"] = local.pop("side")
-            if "bot_win_rate" not in local:
-                local["bot_win_rate"] = {NDARRAY: torch.zeros(num_bots(saved["args"]), dtype=torch.float64)}
-            ranks.append(local)
+            local.pop("bot_win_rate", None)  # (--bot-ladder's)
         saved["ranks"] = ranks
     return saved
 
@@ -109,6 +108,11 @@ if __name__ == "__main__":
         if not isinstance(saved, dict):
             print(f"error: {path} holds no cleanfive model or checkpoint (a {type(saved).__name__})", file=sys.stderr)
             sys.exit(2)
+        try:
+            today = upgrade(to_plain(saved))
+        except ValueError as exc:
+            print(f"error: {path} is not converted: {exc}", file=sys.stderr)
+            sys.exit(2)
         os.replace(path, path + ".old")
-        torch.save(upgrade(to_plain(saved)), path)
+        torch.save(today, path)
         print(f"converted {path} (the original is kept as {path}.old)")

@@ -98,10 +98,6 @@ class Args:
     bot_fraction_end: float | None = None
     # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
     bot_opponents: tuple[str, ...] | None = None
-    # > 0: the bots follow the learner up a ladder: the bot games play the bots of --bot-opponents (weakest first) up
-    # to the first one against which it wins less than this share of its recent training games (0: all bots alike)
-    bot_ladder: float = 0.0
-    bot_ladder_top: int = 0  # > 0: the bot games draw only from the highest this many bots in play (0: all of them)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
@@ -121,7 +117,6 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
-BOT_WIN_RATE_STEP = 0.01  # --bot-ladder: each bot game moves the learner's win rate against that bot this far
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
@@ -453,18 +448,6 @@ class Matchmaking:
         self.bots = args.bot_opponents or references  # the bot games' bots
         self.past_fraction = args.past_fraction
         self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-        self.bot_ladder, self.bot_ladder_top = args.bot_ladder, args.bot_ladder_top
-        self.bot_win_rate = np.zeros(len(self.bots))  # the learner's wins against each bot, a running average
-
-    def bots_in_play(self):
-        """How many of `bots`, weakest first, the new bot games draw from: with --bot-ladder, those up to the first
-        that the learner wins less than that share of its games against; else all."""
-        below = np.flatnonzero(self.bot_win_rate < self.bot_ladder)
-        return len(self.bots) if below.size == 0 else below[0] + 1
-
-    def record_bot_game(self, b, won):
-        """A finished game against bot `b` moves the learner's win rate against it towards `won` (1 or 0)."""
-        self.bot_win_rate[b] += BOT_WIN_RATE_STEP * (won - self.bot_win_rate[b])
 
     def learner_rows(self):
         """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
@@ -512,9 +495,7 @@ class Matchmaking:
         if self.bot_curriculum:
             other = games[~vs_past]
             vs_bot = other[rng.random(other.size) < bot_share]
-            top = self.bots_in_play()
-            low = max(top - self.bot_ladder_top, 0) if self.bot_ladder_top else 0
-            self.kind[vs_bot], self.index[vs_bot] = BOT, low + rng.choice(top - low, size=vs_bot.size)
+            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(len(self.bots), size=vs_bot.size)
             self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
 
     def state_dict(self):
@@ -652,9 +633,9 @@ def check_args(args: Args, envs, references) -> None:
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
     unit = ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction", "bot_fraction_end")
-    for name in unit + ("bot_ladder",):
+    for name in unit:
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
-    for name in ("policy_lag", "save_every", "bot_ladder_top"):
+    for name in ("policy_lag", "save_every"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
@@ -875,7 +856,6 @@ if __name__ == "__main__":
         set_rng_states(local["rng"])
         rng.bit_generator.state = local["generator"]
         return_mean, return_var, return_count = local["return_moments"]
-        matchmaking.bot_win_rate = local["bot_win_rate"]
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
             matchmaking.load_state_dict(local)
@@ -897,7 +877,6 @@ if __name__ == "__main__":
         tau = anneal(args.team_spirit_start, args.team_spirit_end, frac)  # team spirit 0.3 -> 1 (Appendix G)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         past_games = []  # (past version, learner's score) of the games against past versions in this rollout
-        bot_games = []  # (bot, whether the learner won) of the games against bots in this rollout
         if args.policy_lag:
             lagged_agent.load_state_dict(versions[0])
 
@@ -957,19 +936,14 @@ if __name__ == "__main__":
                 game_scores[over] = 0.0
                 past = matchmaking.kind[over] == PAST  # the learner's score: 1 win, 0.5 draw, 0 loss
                 past_games += zip(matchmaking.index[over][past], (outcome[past] + 1) / 2, strict=True)
-                bot = matchmaking.kind[over] == BOT
-                bot_games += zip(matchmaking.index[over][bot], outcome[bot] > 0, strict=True)
                 matchmaking.new_games(over, pool, bot_share, rng)
 
-        if world_size > 1:  # every process applies the pool and bot updates of every process, in rank order
+        if world_size > 1:  # every process applies the pool updates of every process, in rank order
             gathered = [None] * world_size
-            dist.all_gather_object(gathered, (past_games, bot_games))
-            past_games = [game for part, _ in gathered for game in part]
-            bot_games = [game for _, part in gathered for game in part]
+            dist.all_gather_object(gathered, past_games)
+            past_games = [game for part in gathered for game in part]
         for k, score in past_games:
             pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
-        for b, won in bot_games:
-            matchmaking.record_bot_game(b, won)  # --bot-ladder's win rates
 
         if finished["kind"]:
             finished = {key: np.concatenate(value) for key, value in finished.items()}
@@ -981,7 +955,6 @@ if __name__ == "__main__":
             for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
                 if (finished["kind"] == kind).any():
                     writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
-            writer.add_scalar("league/bots_in_play", matchmaking.bots_in_play(), global_step)
 
         # bootstrap value if not done
         with torch.no_grad():
@@ -1143,7 +1116,6 @@ if __name__ == "__main__":
             if verbose:
                 wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
                 rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
-                rated += f" bots_in_play={matchmaking.bots_in_play()}" if args.bot_ladder else ""  # the ladder's rung
                 print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
@@ -1171,7 +1143,6 @@ if __name__ == "__main__":
                 "rng": rng_states(),
                 "generator": rng.bit_generator.state,
                 "return_moments": (return_mean, return_var, return_count),
-                "bot_win_rate": matchmaking.bot_win_rate.copy(),  # --bot-ladder's, the same in every process
             }
             if hasattr(envs, "state_dict"):  # the lane world saves its state: its games go on bit for bit
                 local.update(

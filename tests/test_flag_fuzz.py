@@ -91,8 +91,6 @@ def selfplay_case(rng):
     updates = int(rng.integers(2, 4))
     flags += ["--total-timesteps", str(updates * steps * processes)]
     resume = team and world == "Moba5v5-v0" and rng.random() < 0.3
-    if rng.random() < 0.3:  # bots that follow the learner up: its win rates against them in the checkpoint
-        flags += ["--bot-ladder", "0.5"]
     return {"flags": flags, "processes": processes, "updates": updates, "resume": resume, "exact": resume}
 
 

@@ -80,7 +80,6 @@ BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
 # a perturbed bot, not a reference: greedy with a random opening of 42 stones (+opening42), so every move at random
 BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--bot-opponents", "greedy+opening42"]}
 BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
-BOT_RUNS |= {"ladder": [*BOT_RUNS["tactical"], "--bot-opponents", "random", "greedy", "--bot-ladder", "0.99"]}
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
@@ -254,15 +253,6 @@ def test_bot_share_anneals_from_bot_fraction_to_bot_fraction_end(driven):
     rising = bot_game_rates(driven, "rising")
     first_update = 8 * 32  # TINY: 8 games x 32 steps
     assert len(rising) >= 3 and min(e.step for e in rising) > first_update, [e.step for e in rising]
-
-
-def test_a_ladder_run_prints_its_rung_with_each_evaluation(driven):
-    """--bot-ladder: the evaluation line says how many training bots the bot games draw from (the learning benchmark
-    tabulates when each joined); here the learner never wins 0.99 of its games against `random`, so one. A run with
-    no ladder prints no rung."""
-    rung = [line.split()[-1] for line in driven["bots", "ladder"][0].stdout.splitlines() if line.startswith("eval ")]
-    assert rung == ["bots_in_play=1"], driven["bots", "ladder"][0].stderr
-    assert "bots_in_play" not in driven["bots", "tactical"][0].stdout
 
 
 def bot_game_rates(driven, name):
@@ -706,8 +696,6 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         bot_fraction=0.5,
         bot_fraction_end=0.5,
         bot_opponents=("greedy",),
-        bot_ladder=0.0,
-        bot_ladder_top=0,
     )
     E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
     matchmaking = script.Matchmaking(E, S, N, ["random", "greedy"], args)
@@ -731,47 +719,6 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         ~against
     ].any()
     assert (matchmaking.learner_side[~against] == 0).all()  # 0 in a game of the latest policy against itself
-
-
-def test_bot_ladder_follows_the_learner_up(selfplay):
-    """--bot-ladder 0.5: the bot games draw from the bots up to the first one the learner's running win rate
-    (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot.
-    --bot-ladder-top 2: from the highest two of those only."""
-    bots = ("random", "greedy", "lookahead")
-    args = SimpleNamespace(
-        past_fraction=0.0,
-        bot_fraction=1.0,
-        bot_fraction_end=1.0,
-        bot_opponents=bots,
-        bot_ladder=0.5,
-        bot_ladder_top=0,
-    )
-    E, rng = 30_000, np.random.default_rng(0)
-    matchmaking, pool, games = selfplay.Matchmaking(E, 2, 1, list(bots), args), selfplay.OpponentPool(), np.arange(E)
-
-    def drawn():
-        matchmaking.new_games(games, pool, 1.0, rng)
-        return np.bincount(matchmaking.index, minlength=len(bots)) / E
-
-    assert matchmaking.bots_in_play() == 1 and drawn()[0] == 1.0
-    for _ in range(68):  # 1 - 0.99^68 = 0.495: not yet
-        matchmaking.record_bot_game(0, True)
-    assert matchmaking.bots_in_play() == 1
-    matchmaking.record_bot_game(0, True)  # 1 - 0.99^69 = 0.500
-    assert abs(matchmaking.bot_win_rate[0] - (1 - 0.99**69)) < 1e-12 and matchmaking.bots_in_play() == 2
-    np.testing.assert_allclose(drawn(), [0.5, 0.5, 0.0], atol=0.01)
-    matchmaking.record_bot_game(0, False)  # back below: the second bot leaves the draw again
-    assert matchmaking.bots_in_play() == 1
-    matchmaking.bot_win_rate[:] = [0.9, 0.6, 0.1]
-    np.testing.assert_allclose(drawn(), [1 / 3, 1 / 3, 1 / 3], atol=0.01)
-    matchmaking.bot_win_rate[:] = [0.9, 0.2, 0.9]  # the first bot below the share caps the ladder
-    assert matchmaking.bots_in_play() == 2
-    matchmaking.bot_ladder = 0.0
-    assert matchmaking.bots_in_play() == 3
-    matchmaking.bot_ladder_top = 2
-    np.testing.assert_allclose(drawn(), [0.0, 0.5, 0.5], atol=0.01)
-    matchmaking.bot_ladder, matchmaking.bot_win_rate[:] = 0.5, [0.2, 0.9, 0.9]  # fewer in play than the top two
-    np.testing.assert_allclose(drawn(), [1.0, 0.0, 0.0])
 
 
 def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
@@ -947,8 +894,8 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
 
 def test_a_checkpoint_from_before_square_head_resumes_without_one_once_converted(driven, tmp_path):
     """A checkpoint whose Args hold no square_head (written before the flag, here a run without the head with the key
-    taken out) and without bot win rates (from before --bot-ladder): the script reads today's files only, so
-    cleanfive/convert_saved.py brings it to today's (the run had no head, its win rates zeros); it resumes
+    taken out) and with --bot-ladder's flags and win rates (removed in issue 87): the script reads today's files only,
+    so cleanfive/convert_saved.py brings it to today's (the run had no head and no ladder); it resumes
     without the head, where today's default would build one; one more update saves a model without it."""
     first, folder = driven["no head",]
     assert first.returncode == 0, first.stderr[-3000:]
@@ -958,36 +905,37 @@ def test_a_checkpoint_from_before_square_head_resumes_without_one_once_converted
     checkpoint = torch.load(written, weights_only=True)
     del checkpoint["args"]["square_head"]
     checkpoint["args"] |= {"total_timesteps": 768, "save_model": True}  # a third update, then the model
+    checkpoint["args"] |= {"bot_ladder": 0.0, "bot_ladder_top": 0}
     for local in checkpoint["ranks"]:
-        del local["bot_win_rate"]
+        local["bot_win_rate"] = torch.zeros(2, dtype=torch.float64)
     torch.save(checkpoint, path)
     converter = SCRIPT.with_name("convert_saved.py")
     converted = subprocess.run([sys.executable, str(converter), str(path)], capture_output=True, text=True, timeout=120)
     assert converted.returncode == 0, converted.stderr
     today = torch.load(path, weights_only=True)
-    assert today["args"]["square_head"] is False and all(len(local["bot_win_rate"]) for local in today["ranks"])
+    assert today["args"]["square_head"] is False and "bot_ladder" not in today["args"]
+    assert not any("bot_win_rate" in local for local in today["ranks"])
     resumed = run(tmp_path, "--resume", str(path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     saved = torch.load(path.with_name("ppo_lstm_selfplay.cleanfive_model"), weights_only=True)
     assert saved["args"]["square_head"] is False and not any(k.startswith("square_head.") for k in saved["model"])
 
 
-def test_convert_saved_brings_each_older_format_to_todays(selfplay):
+def test_convert_saved_brings_each_older_format_to_todays():
     """Each step of cleanfive/convert_saved.py's upgrade: a file of ppo_lstm_selfplay.py that names no script gets
-    it, a flag added since gets the value its run had, the learner's side is renamed and the bot win rates are zeros,
-    one a bot of the run's bot games (its world's bots where it named none); a file of today is left as it is."""
-    from cleanfive.convert_saved import NDARRAY, upgrade
+    it, a flag added since gets the value its run had, one removed since goes, the learner's side is renamed and the
+    bot win rates go; a checkpoint of a run that used a removed flag is not converted; a file of today is kept."""
+    from cleanfive.convert_saved import upgrade
 
-    lane = {"env_id": "Moba5v5-v0", "bot_opponents": (), "references": ()}
+    lane = {"env_id": "Moba5v5-v0", "bot_ladder": 0.0, "bot_ladder_top": 0}
     old = {"args": lane, "model": {"hero_embedding.weight": 0}}
-    new = upgrade({**old, "ranks": [{"side": np.ones(2)}]})
-    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"]["square_head"] is False
+    new = upgrade({**old, "ranks": [{"side": np.ones(2), "bot_win_rate": np.zeros(3)}]})
+    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"] == {"env_id": "Moba5v5-v0", "square_head": False}
     (local,) = new["ranks"]
-    assert set(local) == {"learner_side", "bot_win_rate"} and local["learner_side"].tolist() == [1, 1]
-    lane_bots = selfplay.make_team_env("Moba5v5-v0", 1, 0).bot_names
-    assert local["bot_win_rate"][NDARRAY].tolist() == [0.0] * len(lane_bots)
-    two = upgrade({**old, "args": lane | {"bot_opponents": ("random", "push")}, "ranks": [{}]})
-    assert two["ranks"][0]["bot_win_rate"][NDARRAY].tolist() == [0.0, 0.0]
+    assert set(local) == {"learner_side"} and local["learner_side"].tolist() == [1, 1]
+    assert "bot_ladder" not in upgrade({**old, "args": lane | {"bot_ladder": 0.5}})["args"]  # a model: evaluated alike
+    with pytest.raises(ValueError, match="a4d57ae"):
+        upgrade({**old, "args": lane | {"bot_ladder": 0.5}, "ranks": [{}]})
     today = {"script": "five_surgery.py", "args": {"env_id": "Moba5v5-v1"}, "model": {}}
     assert upgrade(today) == today
 

@@ -147,10 +147,12 @@ def test_documented_commands_run_as_written():
         else:
             module = benchmark(Path(script).stem)
             try:
-                module.PARSER.parse_args(own)
+                parsed = module.PARSER.parse_args(own)
             except SystemExit as exc:
                 pytest.fail(f"{where}: {script} rejects {own} (exit code {exc.code})")
             trainers = [getattr(module, name) for name in ("SCRIPT", "PARENT", "SURGERY") if hasattr(module, name)]
+            if getattr(parsed, "script_at", None):  # the script of that commit trains: its flags
+                trainers = [provenance.script_at(parsed.script_at, trainer) for trainer in trainers]
         flags = {word.split("=")[0] for word in extra if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", word)}
         for trainer in trainers if flags else []:
             unknown = flags - provenance.script_flags(trainer)
