@@ -260,7 +260,7 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
     last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
     outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
-    against one step at a time.
+    against masked_lstm, one step at a time.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -286,6 +286,20 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
     h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
     return out[position, seq], (h, c)
+
+
+def masked_lstm(lstm, hidden, done, active, lstm_state):
+    """padded_lstm's readable reference, one step at a time (a test checks that get_states equals it): hidden
+    (T, B, features) of every hero at every step; done and active (T, B). A game end before a step zeroes the state;
+    a hero that acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), lstm_state after step T - 1)."""
+    (h, c), outputs = lstm_state, []
+    for t in range(len(done)):
+        kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
+        out, (new_h, new_c) = lstm(hidden[t : t + 1], (kept * h, kept * c))
+        h, c = torch.where(acts, new_h, kept * h), torch.where(acts, new_c, kept * c)
+        outputs.append(torch.where(acts, out, 0.0))
+    return torch.cat(outputs), (h, c)
 
 
 class Agent(nn.Module):

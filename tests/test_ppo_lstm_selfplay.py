@@ -474,16 +474,12 @@ def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     assert not torch.allclose(features[0, :-pool], features[1, :-pool])
 
 
-def one_step_at_a_time(agent, x, state, done, active):
-    """The LSTM over every hero, one step at a time: a hero whose team waits keeps its state and outputs zeros."""
+def one_step_at_a_time(script, agent, x, state, done, active):
+    """The LSTM over every hero, one step at a time (the script's masked_lstm, padded_lstm's readable reference): a
+    hero whose team waits keeps its state and outputs zeros."""
     hidden = embed(agent, x).reshape(done.shape + (-1,))
-    (h, c), outputs = state, []
-    for t in range(done.shape[0]):
-        keep, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
-        out, (new_h, new_c) = agent.lstm(hidden[t : t + 1], (keep * h, keep * c))
-        h, c = torch.where(acts, new_h, keep * h), torch.where(acts, new_c, keep * c)
-        outputs.append(torch.where(acts, out, 0.0))
-    return torch.cat(outputs).flatten(0, 1), (h, c)
+    out, state = script.masked_lstm(agent.lstm, hidden, done, active, state)
+    return out.flatten(0, 1), state
 
 
 @pytest.mark.parametrize(
@@ -503,7 +499,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
     active[: min(4, T - 1)] = waiting < 1.0  # a stretch with every team active (none at all where waiting is 1)
     got, (h, c) = get_states(agent, x, state, done.flatten(), active.flatten())
-    want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
+    want, (want_h, want_c) = one_step_at_a_time(script, agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c, want_c, rtol=1e-5, atol=1e-5)
