@@ -85,6 +85,26 @@ def test_implementation_details_cite_the_lines_that_hold_them(name):
         )
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_line_citation_on_a_scripts_page_holds(name):
+    """Every line number a script's docs page gives, in prose too, is a checked citation `(lines A–B: `code`)` whose
+    code lies in those lines of the script (another file's code is named, not cited by line)."""
+    doc = (ROOT / "docs" / f"{name}.md").read_text()
+    lines = (ROOT / "cleanfive" / f"{name}.py").read_text().splitlines()
+    cited = [(ref.start(), ref.end()) for ref in LINE_REF.finditer(doc)]
+    for mention in re.finditer(r"\blines? \d+", doc):
+        assert any(start <= mention.start() < end for start, end in cited), (
+            f"docs/{name}.md: `{doc[mention.start() : mention.end() + 20]}...` is not in the checked form "
+            "`(lines A–B: `code`)`"
+        )
+    for ref in LINE_REF.finditer(doc):
+        first, last, code = int(ref[1]), int(ref[2] or ref[1]), ref[3]
+        now = [i + 1 for i, line in enumerate(lines) if code in line]
+        assert first <= last <= len(lines) and code in "\n".join(lines[first - 1 : last]), (
+            f"docs/{name}.md cites lines {first}–{last} of cleanfive/{name}.py for `{code}`, which is now at {now}"
+        )
+
+
 sys.path.insert(0, str(ROOT / "benchmark"))  # the benchmarks import their provenance helper from their folder
 import provenance  # noqa: E402
 
