@@ -179,6 +179,21 @@ def test_documented_commands_run_as_written():
             assert not unknown, f"{where}: {trainer.name} has no {sorted(unknown)}"
 
 
+def test_learning_plots_show_each_bots_mean_over_the_seeds_with_a_band():
+    """benchmark/ppo_lstm_selfplay_learning.py's plots: one line a bot, the mean of the seeds' lines (each interpolated
+    within its own span onto a common grid), and a band over the seeds' range; a single seed draws its line alone."""
+    module = benchmark("ppo_lstm_selfplay_learning")
+    fig, ax = provenance.subplots()
+    module.mean_band(ax, [([0, 10], [0.0, 1.0]), ([0, 5, 10], [0.2, 0.2, 0.2])], "C0", "vs random", points=11)
+    (line,) = ax.get_lines()
+    x, y = line.get_data()
+    assert x[5] == 5 and abs(y[5] - (0.5 + 0.2) / 2) < 1e-9 and line.get_label() == "vs random"
+    assert len(ax.collections) == 1  # the band
+    fig, ax = provenance.subplots()
+    module.mean_band(ax, [([2, 4], [0.1, 0.3])], "C1", "vs greedy", points=3)
+    assert ax.get_lines()[0].get_data()[1].tolist() == [0.1, 0.2, 0.3] and not ax.collections
+
+
 # (the reports of runs and models take files, not a table's settings)
 REPORTS = ("ppo_lstm_selfplay_scores", "connect4_tactics", "bundled_models", "board_table")
 
