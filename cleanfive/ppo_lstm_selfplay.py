@@ -986,30 +986,36 @@ if __name__ == "__main__":
             returns = advantages + filled_values
 
         # flatten the batch; the policy learns from its own applied actions only, the value from every
-        # decision in the update; the network runs where it ran in the rollout. --mirror: after the rows, their
-        # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
-        # log-probabilities and LSTM states: symmetry augmentation (cf. Mittal et al., ICRA 2024)
+        # decision in the update; the network runs where it ran in the rollout
         b_obs = obs.reshape((-1,) + obs_shape)
         b_masks = masks.reshape(-1, A)
         b_actions = actions.reshape(-1)
-        if args.mirror:
+        b_logprobs = logprobs.reshape(-1)
+        b_dones = dones.reshape(-1)
+        b_learner_acts = learner_acts.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = filled_values.reshape(-1)
+        b_policy_weights = (applied * in_update).reshape(-1)
+        b_value_weights = in_update.reshape(-1).float()
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began with;
+        # flatinds (bptt_len, sequences): each one's rows of the flat batch
+        b_h = chunk_h.reshape(num_chunks * P, -1)
+        b_c = chunk_c.reshape(num_chunks * P, -1)
+        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
+        if args.mirror:  # symmetry augmentation (cf. Mittal et al., ICRA 2024), applied once: after the rows, their
+            # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
+            # log-probabilities and LSTM states; after the sequences, the images' (`copies` = 2 of each)
             image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
             b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
             b_actions = torch.cat([b_actions, image[b_actions]])
-        b_logprobs = logprobs.reshape(-1).repeat(copies)
-        b_dones = dones.reshape(-1).repeat(copies)
-        b_learner_acts = learner_acts.reshape(-1).repeat(copies)
-        b_advantages = advantages.reshape(-1).repeat(copies)
-        b_returns = returns.reshape(-1).repeat(copies)
-        b_values = filled_values.reshape(-1).repeat(copies)
-        b_policy_weights = (applied * in_update).reshape(-1).repeat(copies)
-        b_value_weights = in_update.reshape(-1).float().repeat(copies)
-        # truncated BPTT: sequence c * P + p (chunk c of player p; chunks of images after the rows') is bptt_len
-        # steps from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
-        b_h = chunk_h.reshape(num_chunks * P, -1).repeat(copies, 1)
-        b_c = chunk_c.reshape(num_chunks * P, -1).repeat(copies, 1)
-        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, copies * num_chunks * P)
+            b_logprobs, b_dones = b_logprobs.repeat(2), b_dones.repeat(2)
+            b_learner_acts, b_advantages = b_learner_acts.repeat(2), b_advantages.repeat(2)
+            b_returns, b_values = b_returns.repeat(2), b_values.repeat(2)
+            b_policy_weights, b_value_weights = b_policy_weights.repeat(2), b_value_weights.repeat(2)
+            b_h, b_c = b_h.repeat(2, 1), b_c.repeat(2, 1)
+            flatinds = np.concatenate([flatinds, flatinds + args.batch_size], 1)
 
         # Optimizing the policy and value network
         team_inds = np.arange(args.num_sequences)
