@@ -41,8 +41,8 @@ class Args:
 
     # Algorithm specific arguments
 
-    # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its pool is
-    # operated too), or of this script's; a resumed run does not operate again, but reads it
+    # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its
+    # pool is operated too), or of this script's; a resumed run does not operate again, but reads it
     checkpoint: str | None = None
     env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
     # total environment steps (a step moves every hero of both sides of one game; default: the world's)
@@ -68,8 +68,8 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
-    # one (the team worlds) learns from the rollouts only
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
+    # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
@@ -87,8 +87,8 @@ class Args:
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
-    # world's, printed on the first line)
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
+    # defaults: the world's, printed on the first line)
     bot_fraction: float | None = None
     bot_fraction_end: float | None = None
     # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
@@ -284,8 +284,9 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the zeros
-    # after a sequence's end never reach its outputs, but its state after the call is its last only if it is longest
+    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
+    # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
+    # it is longest
     out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
     last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
     for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
@@ -318,7 +319,8 @@ class Agent(nn.Module):
     ):
         super().__init__()
         self.num_heroes = num_heroes
-        # surgery: the world's observation columns that the network reads (new inputs appended, folded ones dropped)
+        # surgery: the world's observation columns that the network reads (new inputs appended, folded ones
+        # dropped)
         self.register_buffer("input_index", torch.arange(obs_size))
         # observation normalisation statistics travel with the weights (past versions keep their own)
         self.register_buffer("obs_mean", torch.zeros(obs_size))
@@ -352,14 +354,16 @@ class Agent(nn.Module):
         hidden = self.encoder(x)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
-        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
+        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's
+        # state
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
+        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
+        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
+        # their state carries
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
@@ -429,8 +433,8 @@ def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict,
         refuse(flag, path, exc, "a model of ppo_lstm_selfplay.py or of this script")
 
 
-# Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the same
-# logits and value (all but the LSTM widening exactly, up to float32 round-off)
+# Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the
+# same logits and value (all but the LSTM widening exactly, up to float32 round-off)
 def fold_inputs(state, columns, values):
     """Remove inputs of world columns `columns`, constant at raw `values`: B' = B + W[:, i] x_i, column i dropped."""
     state = dict(state)
@@ -760,7 +764,8 @@ def perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, 
     """Model surgery (Appendix B) with this script's Agent: the checkpoint's sizes (no --hidden-size), no convolutional
     board encoder. Record, operate, verify; returns (agent, (plan, LSTM scale, recorded games) for the pool)."""
     unoperated = unoperated.to(device).eval()
-    # record: the unoperated policy against itself in the new world, new actions off, LSTM states from the games' start
+    # record: the unoperated policy against itself in the new world, new actions off, LSTM states from the
+    # games' start
     _, recorded = play_games(unoperated, unoperated, args.verify_games, old_A, args, device, rng, args.verify_steps)
     seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
     fold_values = seen[0, list(args.fold_inputs)]
@@ -772,8 +777,9 @@ def perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, 
     inputs = (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0))  # a constant new input: variance 1
     plan = {"fold": (args.fold_inputs, fold_values), "inputs": inputs, "actions": A - old_A}
     plan |= {"widen_dense": args.widen_dense, "widen_lstm": args.widen_lstm}
-    # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new actions
-    # off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B), else the smallest
+    # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new
+    # actions off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B), else
+    # the smallest
     scales = sorted(args.lstm_scales, reverse=True) if args.widen_lstm else [0.0]
     for i, lstm_scale in enumerate(scales):
         agent = agent_from_state(operate(unoperated.state_dict(), plan, lstm_scale, args.seed)).to(device)
@@ -863,13 +869,15 @@ if __name__ == "__main__":
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
-        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and
+        # then destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it
+        # first
         import torch._dynamo  # noqa: F401
 
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
 
-    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
+    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later
+    # version
     check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
     flag = "--eval-only" if saved else "--checkpoint"
     trained, old_env_id, unoperated = load_trained(args.checkpoint, flag, saved)
@@ -914,7 +922,8 @@ if __name__ == "__main__":
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
+    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep
+    # their index
     old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
     obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
     fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
@@ -970,7 +979,8 @@ if __name__ == "__main__":
         agent, surgery = perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, rng, writer)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
-    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
+    # early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
@@ -993,7 +1003,8 @@ if __name__ == "__main__":
         print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
         sys.exit(0)
 
-    # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
+    # torchrun: the processes built the same network; from here on each plays its own games, with its own
+    # generators
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
@@ -1038,8 +1049,8 @@ if __name__ == "__main__":
     # TRY NOT TO MODIFY: start the game
     global_step, start_iteration = 0, 0
     start_time = last_print = time.time()
-    # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B); elsewhere
-    # they are masked, and the operated policy plays exactly as the unoperated one
+    # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B);
+    # elsewhere they are masked, and the operated policy plays exactly as the unoperated one
     new_actions_on = rng.random(E) < new_action_share(1, args)
     next_obs_np, info = envs.reset()
     next_done = torch.zeros(P).to(device)
@@ -1168,9 +1179,10 @@ if __name__ == "__main__":
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
-            # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
-            # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
+            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value
+            # until its next turn (the critic never learns one at a waiting state), so its last decision is
+            # left out of this update, whatever its outcome, and the steps before bootstrap from its value
+            # there (semi-MDP GAE)
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
@@ -1192,8 +1204,8 @@ if __name__ == "__main__":
         b_values = filled_values.reshape(-1)
         b_policy_weights = (applied * in_update).reshape(-1)
         b_value_weights = in_update.reshape(-1).float()
-        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began with;
-        # flatinds (bptt_len, sequences): each one's rows of the flat batch
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
+        # with; flatinds (bptt_len, sequences): each one's rows of the flat batch
         b_h = chunk_h.reshape(num_chunks * P, -1)
         b_c = chunk_c.reshape(num_chunks * P, -1)
         flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
@@ -1288,7 +1300,8 @@ if __name__ == "__main__":
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
-        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
+        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be
+        # finite
         with torch.no_grad():
             hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()

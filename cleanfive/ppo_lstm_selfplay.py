@@ -41,8 +41,8 @@ class Args:
 
     # Algorithm specific arguments
 
-    # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0, Moba5v5-v1,
-    # VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
+    # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0,
+    # Moba5v5-v1, VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
     env_id: str = "ConnectFour-v1"
     num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
     # total environment steps (a step moves every hero of both sides of one game; default: the world's)
@@ -68,13 +68,14 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     lstm_skip: bool = False  # the heads see the LSTM's output plus its input features (a residual around the LSTM)
-    # board games: each move's logit also from the board's convolution features at the square it fills, one weight
-    # for every square (a pattern learned in one place is known in all); the team worlds have no board: off there
+    # board games: each move's logit also from the board's convolution features at the square it fills, one
+    # weight for every square (a pattern learned in one place is known in all); the team worlds have no board:
+    # off there
     square_head: bool = True
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
-    # one (the team worlds) learns from the rollouts only
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
+    # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
@@ -92,8 +93,8 @@ class Args:
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
-    # world's, printed on the first line)
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
+    # defaults: the world's, printed on the first line)
     bot_fraction: float | None = None
     bot_fraction_end: float | None = None
     # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
@@ -274,8 +275,9 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the zeros
-    # after a sequence's end never reach its outputs, but its state after the call is its last only if it is longest
+    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
+    # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
+    # it is longest
     out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
     last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
     for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
@@ -363,9 +365,9 @@ class Agent(nn.Module):
         return ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
 
     def square_logits(self, maps, x):
-        # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its move
-        # fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the top) or its
-        # own square (TicTacToe)
+        # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its
+        # move fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the
+        # top) or its own square (TicTacToe)
         squares = self.square_head(maps)[:, 0]  # (B, H, W)
         height, width = self.obs_shape[1:]
         if self.actor.out_features == height * width:  # one move a square
@@ -384,15 +386,17 @@ class Agent(nn.Module):
             hidden, squares = self.encoder[5:](maps), self.square_logits(maps, x)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
-        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
+        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's
+        # state
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1), squares
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries.
-        # Returns the LSTM's outputs, its states and the --square-head logits, 0 where a hero waits (else None)
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
+        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
+        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
+        # their state carries. Returns the LSTM's outputs, its states and the --square-head logits, 0 where a
+        # hero waits (else None)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
@@ -422,7 +426,8 @@ class Agent(nn.Module):
         return outputs.flatten(0, 1), lstm_state, squares
 
     def skip(self, out, features):
-        # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero embedding)
+        # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero
+        # embedding)
         return out + features[..., : self.lstm.hidden_size] if self.lstm_skip else out
 
     def get_value(self, x, lstm_state, done, active):
@@ -702,8 +707,9 @@ if __name__ == "__main__":
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
-        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and
+        # then destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it
+        # first
         import torch._dynamo  # noqa: F401
 
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
@@ -725,8 +731,8 @@ if __name__ == "__main__":
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
-    # the board games' flags that a world without a mirror image or a board of squares cannot use: off, and the first
-    # line says so
+    # the board games' flags that a world without a mirror image or a board of squares cannot use: off, and
+    # the first line says so
     usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=len(envs.obs_shape) == 3)
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
@@ -787,7 +793,8 @@ if __name__ == "__main__":
     agent = Agent(obs_shape, A, N, args.hidden_size, args.lstm_skip, args.square_head).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
-    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
+    # early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
@@ -818,7 +825,8 @@ if __name__ == "__main__":
         print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
         sys.exit(0)
 
-    # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
+    # torchrun: the processes built the same network; from here on each plays its own games, with its own
+    # generators
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
@@ -974,9 +982,10 @@ if __name__ == "__main__":
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
-            # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
-            # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
+            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value
+            # until its next turn (the critic never learns one at a waiting state), so its last decision is
+            # left out of this update, whatever its outcome, and the steps before bootstrap from its value
+            # there (semi-MDP GAE)
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
@@ -998,8 +1007,8 @@ if __name__ == "__main__":
         b_values = filled_values.reshape(-1)
         b_policy_weights = (applied * in_update).reshape(-1)
         b_value_weights = in_update.reshape(-1).float()
-        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began with;
-        # flatinds (bptt_len, sequences): each one's rows of the flat batch
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
+        # with; flatinds (bptt_len, sequences): each one's rows of the flat batch
         b_h = chunk_h.reshape(num_chunks * P, -1)
         b_c = chunk_c.reshape(num_chunks * P, -1)
         flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
@@ -1094,7 +1103,8 @@ if __name__ == "__main__":
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
-        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
+        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be
+        # finite
         with torch.no_grad():
             hidden, _, squares = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
