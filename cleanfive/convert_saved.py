@@ -13,8 +13,9 @@ order, a step doing nothing to a file that already has it:
    from before --square-head (f926950) was trained without the head;
 4. a checkpoint's matchmaking state from before 0140671 named the learner's side "side": renamed "learner_side";
 5. each flag removed since gives up its value (REMOVED_FLAGS): --bot-ladder and --bot-ladder-top left
-   ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint; a
-   checkpoint of a run that climbed the ladder is not converted (resume it with the script at `a4d57ae`).
+   ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint, and
+   --pool-sampling both Five scripts (OpenAI Five's quality scores stay); a checkpoint of a run that used another
+   value is not converted (resume it with the script at `a4d57ae`).
 
 The original is kept as PATH.old.
 
@@ -37,8 +38,9 @@ NUMPY_DATA += [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endsw
 ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False)}
 # each script's flags removed since, with their value in a run that did without them (a checkpoint of a run with
 # another value is not converted: the script at LAST_WITH[flag] resumes it)
-REMOVED_FLAGS = {"ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0)}
-LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae")
+REMOVED_FLAGS = {"ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0, pool_sampling="quality")}
+REMOVED_FLAGS |= {"five_surgery.py": dict(pool_sampling="quality")}
+LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae", pool_sampling="a4d57ae")
 TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold each process's matchmaking
 
 

@@ -6,7 +6,6 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -91,7 +90,6 @@ class Args:
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
-    pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
     # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
     # defaults: the world's, printed on the first line)
@@ -165,7 +163,7 @@ def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
             f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
         )
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
 
 def to_plain(tree):
@@ -833,7 +831,7 @@ if __name__ == "__main__":
     rng = np.random.default_rng(args.seed + rank)
 
     # the past-opponent pool (Appendix N): weights here, qualities (or PFSP's counts) in the pool
-    pool = OpponentPool(eta=args.quality_lr, sampling=args.pool_sampling)
+    pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
     matchmaking = Matchmaking(E, S, N, references, args)
 

@@ -67,8 +67,6 @@ def five_trainer(rng, num_envs):
         flags += ["--clip-grad-per-param"]
     if rng.random() < 0.3:
         flags += ["--target-kl", str(pick(rng, [1e-9, 0.02]))]  # 1e-9: every update stops after its first epoch
-    if rng.random() < 0.3:
-        flags += ["--pool-sampling", "pfsp"]  # AlphaStar's PFSP over the past versions: its counts in the checkpoint
     flags += ["--eval-games", "1", "--reference-games", "2", "--no-cuda", "--save-every", "1"]
     return flags, num_envs * num_steps
 
