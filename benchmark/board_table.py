@@ -22,6 +22,7 @@ import provenance as pv
 import torch
 
 from cleanfive.envs.board import BOARD_ENV_IDS, BOT_NAMES, HELD_OUT_NAMES
+from cleanfive.envs.evaluation import robust_rung as find_robust_rung
 from cleanfive.envs.teams import make_team_env, rung
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -103,13 +104,13 @@ def final_table(path: str, games: int, seed: int) -> dict:
 
 
 def robust_rung(result: dict) -> tuple[str, float, str | None]:
-    """The robust rung of one model's ``final_table``, found as the script's summary finds it (its ``robust_rung``:
-    ``"none"`` if it loses on the first rung that counts), the worst sampled win rate over the bots that count up to
-    it, and that bot. A rung counts the bots on it that the model did not train against; one of trained bots only
-    (``random`` in the default recipe) is passed over."""
+    """The robust rung of one model's ``final_table``, found as the scripts' summary finds it
+    (``cleanfive.envs.evaluation.robust_rung``: ``"none"`` if it loses on the first rung that counts), the worst
+    sampled win rate over the bots that count up to it, and that bot. A rung counts the bots on it that the model did
+    not train against; one of trained bots only (``random`` in the default recipe) is passed over."""
     wins = {bot: r[0] for bot, r in result["sampled"].items()}
     held_out = {bot: rung(bot) for bot in wins}
-    held, worst = training_script().robust_rung(wins, list(BOT_NAMES), held_out, result["trained"])
+    held, worst = find_robust_rung(wins, list(BOT_NAMES), held_out, result["trained"])
     return held, wins.get(worst, np.nan), worst
 
 

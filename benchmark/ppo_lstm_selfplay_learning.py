@@ -311,6 +311,21 @@ def judge_table(finals: dict[int, dict]) -> list[str]:
     return [note, "", *pv.seed_table(list(finals), rows)]
 
 
+def mean_band(ax, curves: list[tuple[list, list]], color: str, label: str, points: int = 200) -> None:
+    """The mean over seeds of ``curves`` ((x, y) of each seed, x rising), each seed's line interpolated onto a common
+    grid within its own span (a seed counts only where it has points), and a band over the seeds' range."""
+    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
+    if not curves:
+        return
+    grid = np.linspace(min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves), points)
+    ys = np.array([np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan) for x, y in curves])
+    seen = ~np.isnan(ys).all(0)
+    grid, ys = grid[seen], ys[:, seen]
+    ax.plot(grid, np.nanmean(ys, 0), color=color, lw=1.2, label=label)
+    if len(curves) > 1:
+        ax.fill_between(grid, np.nanmin(ys, 0), np.nanmax(ys, 0), color=color, alpha=0.2, lw=0)
+
+
 def main() -> None:
     args = PARSER.parse_args()
     order, targets, block, _ = WORLDS[args.env_id]
@@ -398,20 +413,17 @@ def main() -> None:
     judged = any("judge" in r for rows in runs.values() for r in rows)  # --resumable on Connect Four: checkpoints
     fig, axes = pv.subplots(1, 3 if judged else 2, figsize=(16 if judged else 11, 4))
     x, xlabel = ("cpu", "CPU time of the run (minutes)") if args.clock == "cpu" else ("time", "wall time (minutes)")
-    for s in args.seeds:
-        axes[0].plot([r[x] / 60 for r in runs[s]], [r["mu"] for r in runs[s]], label=f"seed {s}")
-    for k, ref in enumerate(references):  # one colour per reference, its seeds alike (a legend entry per reference)
-        for s in args.seeds:
-            rows = [r for r in runs[s] if ref in r]
-            label = f"vs {ref}" if s == args.seeds[0] else None
-            axes[1].plot(
-                [r[x] / 60 for r in rows], [r[ref] for r in rows], ".-", ms=3, lw=0.8, color=f"C{k}", label=label
-            )
+    seeds = f"mean of {len(args.seeds)} seeds, band: their range" if len(args.seeds) > 1 else f"seed {args.seeds[0]}"
+    mu = [([r[x] / 60 for r in runs[s]], [r["mu"] for r in runs[s]]) for s in args.seeds]
+    mean_band(axes[0], mu, "C0", seeds)
+    for k, ref in enumerate(references):  # one colour per reference: the mean over the seeds, a band over them
+        rows = [[r for r in runs[s] if ref in r] for s in args.seeds]
+        mean_band(axes[1], [([r[x] / 60 for r in seed], [r[ref] for r in seed]) for seed in rows], f"C{k}", f"vs {ref}")
     for ref, mu in ratings.items():  # the references' ratings, fitted at the start of each run
         axes[0].axhline(mu, ls=":", color="gray")
         axes[0].annotate(ref, (0, mu), fontsize=7, color="gray", va="bottom")
     axes[0].set(xlabel=xlabel, ylabel="TrueSkill μ (random = 0)", title=f"TrueSkill, {args.env_id}")
-    axes[1].set(xlabel=xlabel, ylabel="win rate", title="win rate vs references", ylim=(0, 1))
+    axes[1].set(xlabel=xlabel, ylabel="win rate", title=f"win rate vs references ({seeds})", ylim=(0, 1))
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the curves, not over them
     if judged:  # the learning curve toward perfect play: the judge of each evaluation's checkpoint
         for k, s in enumerate(args.seeds):

@@ -53,8 +53,8 @@ import provenance as pv
 DOC = pv.ROOT / "docs" / "speed.md"
 SELFPLAY = ["--eval-every", "1000000", "--save-every", "0"]  # one evaluation, in the last update
 LADDER = ["--bot-opponents", "lookahead", "search1", "search2"]  # issue 40's upper recipe's bot opponents
-FOOTBALL = ["--env-id", "VmasFootball-v0", "--num-envs", "256", "--num-minibatches", "16", "--bot-ladder", "0.5"]
-FOOTBALL += ["--bot-ladder-top", "2", "--bot-opponents", "random", "vmas_ai25", "vmas_ai50", "vmas_ai75", "vmas_ai"]
+FOOTBALL = ["--env-id", "VmasFootball-v0", "--num-envs", "256", "--num-minibatches", "16"]
+FOOTBALL += ["--bot-opponents", "random", "vmas_ai25", "vmas_ai50", "vmas_ai75", "vmas_ai"]
 LANE = ["--num-heroes", "5", "--num-envs", "64"]  # the lane world's defaults until 2026-11-26, as measured since
 NO_EVAL = ["--eval-episodes", "0", "--eval-games", "0", "--save-every", "0"]
 PEER_GRIDNET = ["--num-bot-envs", "8", "--num-selfplay-envs", "16"]

@@ -111,7 +111,7 @@ def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
             f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
         )
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
 
 def to_plain(tree):

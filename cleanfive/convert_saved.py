@@ -1,10 +1,23 @@
 # docs: docs/arena.md#model-files (model and checkpoint files hold data, never code)
-"""Convert a model or checkpoint written by a cleanfive script before 2026-11-27 to plain data, in place.
+"""Bring a model or checkpoint written by an older cleanfive script to today's format, in place.
 
-Files written before then hold NumPy arrays and scalars as pickled objects, which `torch.load(weights_only=True)` (what
-every cleanfive script now uses) refuses. This reads such a file allowing NumPy's arrays, dtypes and scalars and
-nothing else (it still never runs code from the file), and writes it again with the arrays as tensors in the form the
-scripts read ({"__ndarray__": tensor}); the original is kept as PATH.old.
+The scripts read files of today's format only; each change of the format since is one step of `upgrade`, applied in
+order, a step doing nothing to a file that already has it:
+
+1. before 2026-11-27, files held NumPy arrays and scalars as pickled objects, which `torch.load(weights_only=True)`
+   (what every cleanfive script now uses) refuses: this reads them allowing NumPy's arrays, dtypes and scalars and
+   nothing else (it still never runs code from the file) and writes the arrays as tensors ({"__ndarray__": tensor});
+2. before issue 25, a file of ppo_lstm_selfplay.py named no script: one whose network is that script's (a hero
+   embedding, no input columns of five_surgery.py) gets "script";
+3. each flag added since a file was written gets the value its run had (ADDED_FLAGS): a ppo_lstm_selfplay.py file
+   from before --square-head (f926950) was trained without the head;
+4. a checkpoint's matchmaking state from before 0140671 named the learner's side "side": renamed "learner_side";
+5. each flag removed since gives up its value (REMOVED_FLAGS): --bot-ladder and --bot-ladder-top left
+   ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint, and
+   --pool-sampling both Five scripts (OpenAI Five's quality scores stay); a checkpoint of a run that used another
+   value is not converted (resume it with the script at `a4d57ae`).
+
+The original is kept as PATH.old.
 
     uv run python cleanfive/convert_saved.py runs/<run>/checkpoint.pt
 """
@@ -21,6 +34,14 @@ import tyro
 NDARRAY = "__ndarray__"  # as in every script's RUN MANAGEMENT block
 NUMPY_DATA = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY_DATA += [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
+# each script's flags added after it first saved files, with the value a run from before the flag had
+ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False)}
+# each script's flags removed since, with their value in a run that did without them (a checkpoint of a run with
+# another value is not converted: the script at LAST_WITH[flag] resumes it)
+REMOVED_FLAGS = {"ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0, pool_sampling="quality")}
+REMOVED_FLAGS |= {"five_surgery.py": dict(pool_sampling="quality")}
+LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae", pool_sampling="a4d57ae")
+TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold each process's matchmaking
 
 
 @dataclass
@@ -37,6 +58,31 @@ def to_plain(tree):
     if isinstance(tree, dict):
         return type(tree)((key, to_plain(value)) for key, value in tree.items())
     return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+
+
+def upgrade(saved: dict) -> dict:
+    """A file's contents (plain data) brought to today's format: steps 2 to 5 of the module's docstring. Raises
+    ValueError for a checkpoint that today's script cannot resume as its run went on (a removed flag not at the value
+    of a run without it)."""
+    saved = dict(saved)
+    model = saved.get("model", {})
+    if "script" not in saved and "hero_embedding.weight" in model and "input_index" not in model:
+        saved["script"] = "ppo_lstm_selfplay.py"
+    if "args" in saved:
+        saved["args"] = {**ADDED_FLAGS.get(saved.get("script"), {}), **saved["args"]}
+        for flag, value in REMOVED_FLAGS.get(saved.get("script"), {}).items():
+            if saved["args"].pop(flag, value) != value and "ranks" in saved:
+                raise ValueError(
+                    f"its run used --{flag.replace('_', '-')}: resume it with the script at {LAST_WITH[flag]}"
+                )
+    if saved.get("script") in TEAM_SCRIPTS and "ranks" in saved:  # a checkpoint: each process's matchmaking state
+        ranks = [dict(local) for local in saved["ranks"]]
+        for local in ranks:
+            if "side" in local:
+                local["learner_side"] = local.pop("side")
+            local.pop("bot_win_rate", None)  # (--bot-ladder's)
+        saved["ranks"] = ranks
+    return saved
 
 
 if __name__ == "__main__":
@@ -61,6 +107,14 @@ if __name__ == "__main__":
                 file=sys.stderr,
             )
             sys.exit(2)
+        if not isinstance(saved, dict):
+            print(f"error: {path} holds no cleanfive model or checkpoint (a {type(saved).__name__})", file=sys.stderr)
+            sys.exit(2)
+        try:
+            today = upgrade(to_plain(saved))
+        except ValueError as exc:
+            print(f"error: {path} is not converted: {exc}", file=sys.stderr)
+            sys.exit(2)
         os.replace(path, path + ".old")
-        torch.save(to_plain(saved), path)
+        torch.save(today, path)
         print(f"converted {path} (the original is kept as {path}.old)")

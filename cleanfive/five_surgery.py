@@ -6,7 +6,6 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ import tyro
 from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
+from cleanfive.envs.evaluation import print_reference_table, trained_bots
 from cleanfive.envs.football import FootballUnavailable
 from cleanfive.envs.teams import TEAM_ENV_IDS, held_out_bots, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
@@ -40,8 +40,8 @@ class Args:
 
     # Algorithm specific arguments
 
-    # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its pool is
-    # operated too), or of this script's; a resumed run does not operate again, but reads it
+    # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its
+    # pool is operated too), or of this script's; a resumed run does not operate again, but reads it
     checkpoint: str | None = None
     env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
     # total environment steps (a step moves every hero of both sides of one game; default: the world's)
@@ -67,8 +67,8 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
-    # one (the team worlds) learns from the rollouts only
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
+    # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
@@ -84,10 +84,9 @@ class Args:
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
-    pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
-    # world's, printed on the first line)
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
+    # defaults: the world's, printed on the first line)
     bot_fraction: float | None = None
     bot_fraction_end: float | None = None
     # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
@@ -127,7 +126,6 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
-ROBUST_WIN_RATE = 0.5  # a robust rung: every untrained reference up to it beaten in this share of games
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
@@ -174,7 +172,7 @@ def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
             f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
         )
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
 
 def to_plain(tree):
@@ -270,7 +268,7 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
     last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
     outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
-    against one step at a time.
+    against masked_lstm, one step at a time.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -284,8 +282,9 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the zeros
-    # after a sequence's end never reach its outputs, but its state after the call is its last only if it is longest
+    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
+    # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
+    # it is longest
     out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
     last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
     for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
@@ -298,13 +297,28 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     return out[position, seq], (h, c)
 
 
+def masked_lstm(lstm, hidden, done, active, lstm_state):
+    """padded_lstm's readable reference, one step at a time (a test checks that get_states equals it): hidden
+    (T, B, features) of every hero at every step; done and active (T, B). A game end before a step zeroes the state;
+    a hero that acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), lstm_state after step T - 1)."""
+    (h, c), outputs = lstm_state, []
+    for t in range(len(done)):
+        kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
+        out, (new_h, new_c) = lstm(hidden[t : t + 1], (kept * h, kept * c))
+        h, c = torch.where(acts, new_h, kept * h), torch.where(acts, new_c, kept * c)
+        outputs.append(torch.where(acts, out, 0.0))
+    return torch.cat(outputs), (h, c)
+
+
 class Agent(nn.Module):
     def __init__(
         self, obs_size: int, num_actions: int, num_heroes: int, hidden_size: int, widths: tuple[int, int] = (0, 0)
     ):
         super().__init__()
         self.num_heroes = num_heroes
-        # surgery: the world's observation columns that the network reads (new inputs appended, folded ones dropped)
+        # surgery: the world's observation columns that the network reads (new inputs appended, folded ones
+        # dropped)
         self.register_buffer("input_index", torch.arange(obs_size))
         # observation normalisation statistics travel with the weights (past versions keep their own)
         self.register_buffer("obs_mean", torch.zeros(obs_size))
@@ -338,14 +352,16 @@ class Agent(nn.Module):
         hidden = self.encoder(x)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
-        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
+        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's
+        # state
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
+        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
+        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
+        # their state carries
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
@@ -401,11 +417,11 @@ def same_or_later(old_env_id: str, env_id: str) -> bool:
 
 
 def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict, str, Agent]:
-    """(file, world, network) of a model of ppo_lstm_selfplay.py ("script" key or not) or of this one
+    """(file, world, network) of a model of ppo_lstm_selfplay.py or of this one
     (`saved`: the file as load_saved read it, not read again), else exit 2. A file is data, never code."""
     try:
         trained = saved or from_plain(torch.load(path, map_location="cpu", weights_only=True))
-        if trained.get("script", "ppo_lstm_selfplay.py") not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
+        if trained["script"] not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
             raise ValueError(f"it was written by {trained['script']}")
         for network in ("lstm_skip", "square_head"):  # (its Agent has no residual around the LSTM, no square head)
             if trained["args"].get(network):
@@ -415,8 +431,8 @@ def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict,
         refuse(flag, path, exc, "a model of ppo_lstm_selfplay.py or of this script")
 
 
-# Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the same
-# logits and value (all but the LSTM widening exactly, up to float32 round-off)
+# Model surgery (OpenAI Five, Appendix B): each operation maps a state dict to a grown one that computes the
+# same logits and value (all but the LSTM widening exactly, up to float32 round-off)
 def fold_inputs(state, columns, values):
     """Remove inputs of world columns `columns`, constant at raw `values`: B' = B + W[:, i] x_i, column i dropped."""
     state = dict(state)
@@ -580,7 +596,7 @@ class Matchmaking:
 
     def load_state_dict(self, state):
         self.kind, self.index = state["opponent_kind"], state["opponent_index"]
-        self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
+        self.learner_side = state["learner_side"]
 
 
 def policy_loss(advantages, ratio, clip_coef):
@@ -698,48 +714,6 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     return results
 
 
-def trained_bots(run_args: dict, references) -> tuple[str, ...]:
-    """The bots a run of `run_args` (a saved model's "args") trained against: none without the bot curriculum; its
-    bot opponents, or its references (default: `references`) where it named none."""
-    if not (run_args.get("bot_fraction") or run_args.get("bot_fraction_end")):
-        return ()
-    return tuple(run_args.get("bot_opponents") or run_args.get("references") or references)
-
-
-def robust_rung(win_rates, ladder, held_out, trained):
-    """The robust rung (issue 50) of a model that won `win_rates` ({bot: share of games}): the strongest rung of
-    `ladder` (references, weakest first) up to which it wins at least ROBUST_WIN_RATE of its games against every bot
-    it did not train against (`trained`); a held-out bot sits on the rung `held_out` names, a rung of trained bots
-    only is passed over. Returns the rung ("none": not even the first) and the bot of the worst of those win rates."""
-    held, counted = "none", {}
-    for rung in ladder:
-        untrained = {b: win for b, win in win_rates.items() if held_out.get(b, b) == rung and b not in trained}
-        if untrained and min(untrained.values()) < ROBUST_WIN_RATE:
-            break
-        if untrained:
-            held, counted = rung, counted | untrained
-    return held, min(counted, key=counted.get, default=None)
-
-
-def print_reference_table(results, evaluator, games, trained, held_out):
-    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference by
-    TrueSkill, each followed by the held-out bots on its rung (`held_out`), the bots it trained against (`trained`)
-    marked; its robust rung and the worst win rate up to it (TrueSkill's one number assumes transitive strength: a
-    model can beat the bots it trained against and lose to weaker ones it never met); then its TrueSkill."""
-    ladder = sorted((k for k in results if k in evaluator.references), key=lambda k: evaluator.references[k].mu)
-    print("| bot | rung | trained against | its TrueSkill μ | win | draw | loss | games |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
-    for rung in ladder:
-        for name in [rung, *(k for k in results if held_out.get(k) == rung)]:
-            mu = f"{evaluator.references[name].mu:.2f}" if name in evaluator.references else "held out"
-            cells = " | ".join(f"{rate:.3f}" for rate in results[name])
-            print(f"| `{name}` | `{rung}` | {'yes' if name in trained else ''} | {mu} | {cells} | {games} |")
-    held, worst = robust_rung({k: win for k, (win, _, _) in results.items()}, ladder, held_out, trained)
-    rung = f"{held} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if worst else "none"
-    print(f"trained against: {' '.join(trained) or 'no bot'}\nrobust rung: {rung}")
-    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
-
-
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
     """Scores (num_games,) of `agent` against `opponent` (another Agent): 1 win, 0.5 draw, 0 loss, the agent on side
     e % 2 of game e. Actions from index `num_actions` on are masked (new actions off). With `record_steps`, plays only
@@ -788,7 +762,8 @@ def perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, 
     """Model surgery (Appendix B) with this script's Agent: the checkpoint's sizes (no --hidden-size), no convolutional
     board encoder. Record, operate, verify; returns (agent, (plan, LSTM scale, recorded games) for the pool)."""
     unoperated = unoperated.to(device).eval()
-    # record: the unoperated policy against itself in the new world, new actions off, LSTM states from the games' start
+    # record: the unoperated policy against itself in the new world, new actions off, LSTM states from the
+    # games' start
     _, recorded = play_games(unoperated, unoperated, args.verify_games, old_A, args, device, rng, args.verify_steps)
     seen = recorded[0].flatten(0, 1).flatten(1)  # every recorded hero-step, (T * P, obs_size)
     fold_values = seen[0, list(args.fold_inputs)]
@@ -800,8 +775,9 @@ def perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, 
     inputs = (new_columns, new_mean, torch.where(new_var > 0, new_var, 1.0))  # a constant new input: variance 1
     plan = {"fold": (args.fold_inputs, fold_values), "inputs": inputs, "actions": A - old_A}
     plan |= {"widen_dense": args.widen_dense, "widen_lstm": args.widen_lstm}
-    # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new actions
-    # off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B), else the smallest
+    # verification: outputs along the recorded games, and head-to-head parity with the unoperated policy (new
+    # actions off). A wider LSTM takes the largest scale of new weights that keeps parity (Appendix B), else
+    # the smallest
     scales = sorted(args.lstm_scales, reverse=True) if args.widen_lstm else [0.0]
     for i, lstm_scale in enumerate(scales):
         agent = agent_from_state(operate(unoperated.state_dict(), plan, lstm_scale, args.seed)).to(device)
@@ -845,23 +821,27 @@ def check_args(args: Args, envs, references) -> None:
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
-    num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
-    split = f"--num-minibatches {args.num_minibatches} must divide the {num_sequences} team sequences per"
-    check(num_sequences % args.num_minibatches == 0, split + " rollout (num_envs * 2 * num_steps / bptt_len)")
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     unknown = [name for name in args.bot_opponents if not plays(envs, name)]
     check(not unknown, f"unknown --bot-opponents {unknown}; {args.env_id} bots: {' '.join(envs.bot_names)}")
+
+
+def score_weights_of(args: Args, envs) -> dict:
+    """The world's score weights, overridden by --score-weights name=number; one line and exit code 2 for an unknown
+    component or a value that is not a finite number."""
+    weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
         known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
-        check(component in envs.DEFAULT_SCORE_WEIGHTS, f"--score-weights {item}: {known}")
+        check(component in weights, f"--score-weights {item}: {known}")
         try:
-            number = float(value)
+            weights[component] = float(value)
         except ValueError:
-            number = None
-        check(number is not None and np.isfinite(number), f"--score-weights {item}: give each as name=number")
+            weights[component] = np.nan
+        check(np.isfinite(weights[component]), f"--score-weights {item}: give each as name=number")
+    return weights
 
 
 if __name__ == "__main__":
@@ -887,13 +867,15 @@ if __name__ == "__main__":
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
-        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and
+        # then destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it
+        # first
         import torch._dynamo  # noqa: F401
 
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
 
-    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later version
+    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later
+    # version
     check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
     flag = "--eval-only" if saved else "--checkpoint"
     trained, old_env_id, unoperated = load_trained(args.checkpoint, flag, saved)
@@ -918,21 +900,28 @@ if __name__ == "__main__":
         bots = world_defaults(args.env_id)["bot_opponents"]
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
+    score_weights = score_weights_of(args, envs)
+    # the board games' flag that a world without a mirror image cannot use: off, and the first line says so
+    usable = dict(mirror=hasattr(envs, "mirror_actions"))
+    turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
+    for key in turned_off:
+        setattr(args, key, False)
+    # the derived sizes, in order
     args.num_heroes = envs.num_heroes
-    args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = discount(envs.seconds_per_step, args.horizon_seconds)
     copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
-    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len) * copies
+    team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
+    split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
+    check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
+    args.num_sequences = team_sequences * copies
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
-    for component, _, value in (item.partition("=") for item in args.score_weights):
-        score_weights[component] = float(value)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep their index
+    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep
+    # their index
     old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
     obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
     fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
@@ -988,7 +977,8 @@ if __name__ == "__main__":
         agent, surgery = perform_surgery(unoperated, args, A, old_A, obs_size, old_obs_size, device, rng, writer)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
-    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
+    # early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
@@ -996,7 +986,8 @@ if __name__ == "__main__":
         shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}", flush=True)
+        off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     if checkpoint:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
@@ -1010,14 +1001,15 @@ if __name__ == "__main__":
         print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
         sys.exit(0)
 
-    # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
+    # torchrun: the processes built the same network; from here on each plays its own games, with its own
+    # generators
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
     rng = np.random.default_rng(args.seed + rank)
 
     # the past-opponent pool (Appendix N): weights here, qualities (or PFSP's counts) in the pool
-    pool = OpponentPool(eta=args.quality_lr, sampling=args.pool_sampling)
+    pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
     if surgery:  # the same operations on each past version the trained file holds (--save-every's do), then on it
         plan, lstm_scale, recorded = surgery
@@ -1055,8 +1047,8 @@ if __name__ == "__main__":
     # TRY NOT TO MODIFY: start the game
     global_step, start_iteration = 0, 0
     start_time = last_print = time.time()
-    # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B); elsewhere
-    # they are masked, and the operated policy plays exactly as the unoperated one
+    # surgery: the new actions exist only in some games, a share annealed from 0 % to 100 % (Appendix B);
+    # elsewhere they are masked, and the operated policy plays exactly as the unoperated one
     new_actions_on = rng.random(E) < new_action_share(1, args)
     next_obs_np, info = envs.reset()
     next_done = torch.zeros(P).to(device)
@@ -1185,9 +1177,10 @@ if __name__ == "__main__":
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
-            # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
-            # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
+            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value
+            # until its next turn (the critic never learns one at a waiting state), so its last decision is
+            # left out of this update, whatever its outcome, and the steps before bootstrap from its value
+            # there (semi-MDP GAE)
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
@@ -1197,30 +1190,36 @@ if __name__ == "__main__":
             returns = advantages + filled_values
 
         # flatten the batch; the policy learns from its own applied actions only, the value from every
-        # decision in the update; the network runs where it ran in the rollout. --mirror: after the rows, their
-        # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
-        # log-probabilities and LSTM states: symmetry augmentation (cf. Mittal et al., ICRA 2024)
+        # decision in the update; the network runs where it ran in the rollout
         b_obs = obs.reshape((-1,) + obs_shape)
         b_masks = masks.reshape(-1, A)
         b_actions = actions.reshape(-1)
-        if args.mirror:
+        b_logprobs = logprobs.reshape(-1)
+        b_dones = dones.reshape(-1)
+        b_learner_acts = learner_acts.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = filled_values.reshape(-1)
+        b_policy_weights = (applied * in_update).reshape(-1)
+        b_value_weights = in_update.reshape(-1).float()
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
+        # with; flatinds (bptt_len, sequences): each one's rows of the flat batch
+        b_h = chunk_h.reshape(num_chunks * P, -1)
+        b_c = chunk_c.reshape(num_chunks * P, -1)
+        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
+        if args.mirror:  # symmetry augmentation (cf. Mittal et al., ICRA 2024), applied once: after the rows, their
+            # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
+            # log-probabilities and LSTM states; after the sequences, the images' (`copies` = 2 of each)
             image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
             b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
             b_actions = torch.cat([b_actions, image[b_actions]])
-        b_logprobs = logprobs.reshape(-1).repeat(copies)
-        b_dones = dones.reshape(-1).repeat(copies)
-        b_learner_acts = learner_acts.reshape(-1).repeat(copies)
-        b_advantages = advantages.reshape(-1).repeat(copies)
-        b_returns = returns.reshape(-1).repeat(copies)
-        b_values = filled_values.reshape(-1).repeat(copies)
-        b_policy_weights = (applied * in_update).reshape(-1).repeat(copies)
-        b_value_weights = in_update.reshape(-1).float().repeat(copies)
-        # truncated BPTT: sequence c * P + p (chunk c of player p; chunks of images after the rows') is bptt_len
-        # steps from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
-        b_h = chunk_h.reshape(num_chunks * P, -1).repeat(copies, 1)
-        b_c = chunk_c.reshape(num_chunks * P, -1).repeat(copies, 1)
-        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, copies * num_chunks * P)
+            b_logprobs, b_dones = b_logprobs.repeat(2), b_dones.repeat(2)
+            b_learner_acts, b_advantages = b_learner_acts.repeat(2), b_advantages.repeat(2)
+            b_returns, b_values = b_returns.repeat(2), b_values.repeat(2)
+            b_policy_weights, b_value_weights = b_policy_weights.repeat(2), b_value_weights.repeat(2)
+            b_h, b_c = b_h.repeat(2, 1), b_c.repeat(2, 1)
+            flatinds = np.concatenate([flatinds, flatinds + args.batch_size], 1)
 
         # Optimizing the policy and value network
         team_inds = np.arange(args.num_sequences)
@@ -1299,7 +1298,8 @@ if __name__ == "__main__":
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
-        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
+        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be
+        # finite
         with torch.no_grad():
             hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()

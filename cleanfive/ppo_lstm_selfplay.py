@@ -6,7 +6,6 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ import tyro
 from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
+from cleanfive.envs.evaluation import print_reference_table, trained_bots
 from cleanfive.envs.football import FootballUnavailable
 from cleanfive.envs.teams import TEAM_ENV_IDS, held_out_bots, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, rating_from_dict
@@ -40,8 +40,8 @@ class Args:
 
     # Algorithm specific arguments
 
-    # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0, Moba5v5-v1,
-    # VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
+    # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0,
+    # Moba5v5-v1, VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
     env_id: str = "ConnectFour-v1"
     num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
     # total environment steps (a step moves every hero of both sides of one game; default: the world's)
@@ -67,13 +67,14 @@ class Args:
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
     lstm_skip: bool = False  # the heads see the LSTM's output plus its input features (a residual around the LSTM)
-    # board games: each move's logit also from the board's convolution features at the square it fills, one weight
-    # for every square (a pattern learned in one place is known in all); the team worlds have no board: off there
+    # board games: each move's logit also from the board's convolution features at the square it fills, one
+    # weight for every square (a pattern learned in one place is known in all); the team worlds have no board:
+    # off there
     square_head: bool = True
     norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
     norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
-    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world without
-    # one (the team worlds) learns from the rollouts only
+    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
+    # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
@@ -89,18 +90,13 @@ class Args:
     past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
-    pool_sampling: Literal["quality", "pfsp"] = "quality"  # or AlphaStar's PFSP: p_i ~ (1 - win rate vs i)^2
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only; defaults: the
-    # world's, printed on the first line)
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
+    # defaults: the world's, printed on the first line)
     bot_fraction: float | None = None
     bot_fraction_end: float | None = None
     # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
     bot_opponents: tuple[str, ...] | None = None
-    # > 0: the bots follow the learner up a ladder: the bot games play the bots of --bot-opponents (weakest first) up
-    # to the first one against which it wins less than this share of its recent training games (0: all bots alike)
-    bot_ladder: float = 0.0
-    bot_ladder_top: int = 0  # > 0: the bot games draw only from the highest this many bots in play (0: all of them)
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
@@ -120,16 +116,12 @@ class Args:
 
 # the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
 LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
-BOT_WIN_RATE_STEP = 0.01  # --bot-ladder: each bot game moves the learner's win rate against that bot this far
-ROBUST_WIN_RATE = 0.5  # a robust rung: every untrained reference up to it beaten in this share of games
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
 CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
-# the former default of each flag whose default changed: a file from before the flag holds no value for it
-FORMER_DEFAULTS = dict(square_head=False)
 
 
 # RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
@@ -171,7 +163,7 @@ def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
             f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
         )
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted}")
+    usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
 
 def to_plain(tree):
@@ -267,7 +259,7 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
     last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
     outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
-    against one step at a time.
+    against masked_lstm, one step at a time.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -281,8 +273,9 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
-    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the zeros
-    # after a sequence's end never reach its outputs, but its state after the call is its last only if it is longest
+    # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
+    # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
+    # it is longest
     out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
     last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
     for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
@@ -293,6 +286,20 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
     h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
     return out[position, seq], (h, c)
+
+
+def masked_lstm(lstm, hidden, done, active, lstm_state):
+    """padded_lstm's readable reference, one step at a time (a test checks that get_states equals it): hidden
+    (T, B, features) of every hero at every step; done and active (T, B). A game end before a step zeroes the state;
+    a hero that acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), lstm_state after step T - 1)."""
+    (h, c), outputs = lstm_state, []
+    for t in range(len(done)):
+        kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
+        out, (new_h, new_c) = lstm(hidden[t : t + 1], (kept * h, kept * c))
+        h, c = torch.where(acts, new_h, kept * h), torch.where(acts, new_c, kept * c)
+        outputs.append(torch.where(acts, out, 0.0))
+    return torch.cat(outputs), (h, c)
 
 
 class Agent(nn.Module):
@@ -356,9 +363,9 @@ class Agent(nn.Module):
         return ((x.flatten(1) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)).clamp(-5, 5)
 
     def square_logits(self, maps, x):
-        # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its move
-        # fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the top) or its
-        # own square (TicTacToe)
+        # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its
+        # move fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the
+        # top) or its own square (TicTacToe)
         squares = self.square_head(maps)[:, 0]  # (B, H, W)
         height, width = self.obs_shape[1:]
         if self.actor.out_features == height * width:  # one move a square
@@ -377,15 +384,17 @@ class Agent(nn.Module):
             hidden, squares = self.encoder[5:](maps), self.square_logits(maps, x)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
-        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's state
+        # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's
+        # state
         pooled = hidden[:, : self.pool_size].reshape(-1, self.num_heroes, self.pool_size).max(1).values
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1), squares
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T * B,)
-        # the network runs on the heroes of active teams only: not on a team of which no hero acts (the side that
-        # waits for the other's move in a board game) nor on heroes that another policy drives; their state carries.
-        # Returns the LSTM's outputs, its states and the --square-head logits, 0 where a hero waits (else None)
+        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
+        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
+        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
+        # their state carries. Returns the LSTM's outputs, its states and the --square-head logits, 0 where a
+        # hero waits (else None)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
@@ -415,7 +424,8 @@ class Agent(nn.Module):
         return outputs.flatten(0, 1), lstm_state, squares
 
     def skip(self, out, features):
-        # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero embedding)
+        # --lstm-skip: the LSTM's output plus its input's first H features (the encoder's, with the hero
+        # embedding)
         return out + features[..., : self.lstm.hidden_size] if self.lstm_skip else out
 
     def get_value(self, x, lstm_state, done, active):
@@ -455,18 +465,6 @@ class Matchmaking:
         self.bots = args.bot_opponents or references  # the bot games' bots
         self.past_fraction = args.past_fraction
         self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-        self.bot_ladder, self.bot_ladder_top = args.bot_ladder, args.bot_ladder_top
-        self.bot_win_rate = np.zeros(len(self.bots))  # the learner's wins against each bot, a running average
-
-    def bots_in_play(self):
-        """How many of `bots`, weakest first, the new bot games draw from: with --bot-ladder, those up to the first
-        that the learner wins less than that share of its games against; else all."""
-        below = np.flatnonzero(self.bot_win_rate < self.bot_ladder)
-        return len(self.bots) if below.size == 0 else below[0] + 1
-
-    def record_bot_game(self, b, won):
-        """A finished game against bot `b` moves the learner's win rate against it towards `won` (1 or 0)."""
-        self.bot_win_rate[b] += BOT_WIN_RATE_STEP * (won - self.bot_win_rate[b])
 
     def learner_rows(self):
         """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
@@ -514,9 +512,7 @@ class Matchmaking:
         if self.bot_curriculum:
             other = games[~vs_past]
             vs_bot = other[rng.random(other.size) < bot_share]
-            top = self.bots_in_play()
-            low = max(top - self.bot_ladder_top, 0) if self.bot_ladder_top else 0
-            self.kind[vs_bot], self.index[vs_bot] = BOT, low + rng.choice(top - low, size=vs_bot.size)
+            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(len(self.bots), size=vs_bot.size)
             self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
 
     def state_dict(self):
@@ -528,7 +524,7 @@ class Matchmaking:
 
     def load_state_dict(self, state):
         self.kind, self.index = state["opponent_kind"], state["opponent_index"]
-        self.learner_side = state["learner_side"] if "learner_side" in state else state["side"]  # older checkpoints
+        self.learner_side = state["learner_side"]
 
 
 def policy_loss(advantages, ratio, clip_coef):
@@ -646,48 +642,6 @@ def play_references(agent, args, evaluator, names, device, eval_rng, video_path=
     return results
 
 
-def trained_bots(run_args: dict, references) -> tuple[str, ...]:
-    """The bots a run of `run_args` (a saved model's "args") trained against: none without the bot curriculum; its
-    bot opponents, or its references (default: `references`) where it named none."""
-    if not (run_args.get("bot_fraction") or run_args.get("bot_fraction_end")):
-        return ()
-    return tuple(run_args.get("bot_opponents") or run_args.get("references") or references)
-
-
-def robust_rung(win_rates, ladder, held_out, trained):
-    """The robust rung (issue 50) of a model that won `win_rates` ({bot: share of games}): the strongest rung of
-    `ladder` (references, weakest first) up to which it wins at least ROBUST_WIN_RATE of its games against every bot
-    it did not train against (`trained`); a held-out bot sits on the rung `held_out` names, a rung of trained bots
-    only is passed over. Returns the rung ("none": not even the first) and the bot of the worst of those win rates."""
-    held, counted = "none", {}
-    for rung in ladder:
-        untrained = {b: win for b, win in win_rates.items() if held_out.get(b, b) == rung and b not in trained}
-        if untrained and min(untrained.values()) < ROBUST_WIN_RATE:
-            break
-        if untrained:
-            held, counted = rung, counted | untrained
-    return held, min(counted, key=counted.get, default=None)
-
-
-def print_reference_table(results, evaluator, games, trained, held_out):
-    """The summary of a model (--eval-only, the end of a run): win, draw and loss rates against each reference by
-    TrueSkill, each followed by the held-out bots on its rung (`held_out`), the bots it trained against (`trained`)
-    marked; its robust rung and the worst win rate up to it (TrueSkill's one number assumes transitive strength: a
-    model can beat the bots it trained against and lose to weaker ones it never met); then its TrueSkill."""
-    ladder = sorted((k for k in results if k in evaluator.references), key=lambda k: evaluator.references[k].mu)
-    print("| bot | rung | trained against | its TrueSkill μ | win | draw | loss | games |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
-    for rung in ladder:
-        for name in [rung, *(k for k in results if held_out.get(k) == rung)]:
-            mu = f"{evaluator.references[name].mu:.2f}" if name in evaluator.references else "held out"
-            cells = " | ".join(f"{rate:.3f}" for rate in results[name])
-            print(f"| `{name}` | `{rung}` | {'yes' if name in trained else ''} | {mu} | {cells} | {games} |")
-    held, worst = robust_rung({k: win for k, (win, _, _) in results.items()}, ladder, held_out, trained)
-    rung = f"{held} (worst win rate up to it: {results[worst][0]:.3f} vs {worst})" if worst else "none"
-    print(f"trained against: {' '.join(trained) or 'no bot'}\nrobust rung: {rung}")
-    print(f"trueskill_mu={evaluator.rating.mu:.2f} sigma={evaluator.rating.sigma:.2f}")
-
-
 def check_args(args: Args, envs, references) -> None:
     """Every check of the arguments, once the world `envs` is made and its defaults fill the flags left unset:
     one line and exit code 2 for the first that fails; nothing is changed (--num-envs: checked before)."""
@@ -696,9 +650,9 @@ def check_args(args: Args, envs, references) -> None:
     for name in positive:
         check(getattr(args, name) > 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be > 0")
     unit = ("gae_lambda", "team_spirit_start", "team_spirit_end", "past_fraction", "bot_fraction", "bot_fraction_end")
-    for name in unit + ("bot_ladder",):
+    for name in unit:
         check(0 <= getattr(args, name) <= 1, f"--{name.replace('_', '-')} {getattr(args, name)} must be in [0, 1]")
-    for name in ("policy_lag", "save_every", "bot_ladder_top"):
+    for name in ("policy_lag", "save_every"):
         check(getattr(args, name) >= 0, f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 0")
     check(0 < args.time_decay <= 1, f"--time-decay {args.time_decay} must be in (0, 1]")
     check(not args.capture_video or hasattr(envs, "render"), f"--capture-video: {args.env_id} does not render")
@@ -706,23 +660,27 @@ def check_args(args: Args, envs, references) -> None:
     step, horizon = envs.seconds_per_step, args.horizon_seconds  # gamma = 1 - step / horizon in (0, 1)
     check(horizon > step, f"--horizon-seconds {horizon} must exceed a step ({step}s)")
     check(args.num_steps % args.bptt_len == 0, f"--bptt-len {args.bptt_len} must divide --num-steps {args.num_steps}")
-    num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)
-    split = f"--num-minibatches {args.num_minibatches} must divide the {num_sequences} team sequences per"
-    check(num_sequences % args.num_minibatches == 0, split + " rollout (num_envs * 2 * num_steps / bptt_len)")
     unknown = [name for name in references if name not in envs.bot_names]
     check(not unknown, f"unknown --references {unknown} for {args.env_id}; its bots are {', '.join(envs.bot_names)}")
     check(len(set(references)) >= 2, "--references needs at least two different bots, rated by games among themselves")
     unknown = [name for name in args.bot_opponents if not plays(envs, name)]
     check(not unknown, f"unknown --bot-opponents {unknown}; {args.env_id} bots: {' '.join(envs.bot_names)}")
+
+
+def score_weights_of(args: Args, envs) -> dict:
+    """The world's score weights, overridden by --score-weights name=number; one line and exit code 2 for an unknown
+    component or a value that is not a finite number."""
+    weights = dict(envs.DEFAULT_SCORE_WEIGHTS)
     for item in args.score_weights:
         component, _, value = item.partition("=")
         known = f"{args.env_id}'s components are {', '.join(envs.score_names)}"
-        check(component in envs.DEFAULT_SCORE_WEIGHTS, f"--score-weights {item}: {known}")
+        check(component in weights, f"--score-weights {item}: {known}")
         try:
-            number = float(value)
+            weights[component] = float(value)
         except ValueError:
-            number = None
-        check(number is not None and np.isfinite(number), f"--score-weights {item}: give each as name=number")
+            weights[component] = np.nan
+        check(np.isfinite(weights[component]), f"--score-weights {item}: give each as name=number")
+    return weights
 
 
 if __name__ == "__main__":
@@ -730,10 +688,10 @@ if __name__ == "__main__":
     args = tyro.cli(Args)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
-        args = Args(**{**FORMER_DEFAULTS, **checkpoint["args"], "resume": args.resume})
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
     for key in ("env_id", "num_heroes", "hidden_size", "lstm_skip", "square_head") if saved else ():  # its network
-        setattr(args, key, getattr(Args(**{**FORMER_DEFAULTS, **saved["args"]}), key))  # (a file from before a flag)
+        setattr(args, key, getattr(Args(**saved["args"]), key))
     worlds = ", ".join(TEAM_ENV_IDS)
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
     for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
@@ -747,8 +705,9 @@ if __name__ == "__main__":
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
-        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and
+        # then destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it
+        # first
         import torch._dynamo  # noqa: F401
 
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
@@ -769,19 +728,25 @@ if __name__ == "__main__":
         bots = world_defaults(args.env_id)["bot_opponents"]
         args.bot_opponents = tuple(name for name in references if name in bots)
     check_args(args, envs, references)
+    score_weights = score_weights_of(args, envs)
+    # the board games' flags that a world without a mirror image or a board of squares cannot use: off, and
+    # the first line says so
+    usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=len(envs.obs_shape) == 3)
+    turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
+    for key in turned_off:
+        setattr(args, key, False)
+    # the derived sizes, in order
     args.num_heroes = envs.num_heroes
-    args.mirror = args.mirror and hasattr(envs, "mirror_actions")  # the board games have a mirror image
-    args.square_head = args.square_head and len(envs.obs_shape) == 3  # and a board of squares (channels, rows, columns)
     args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
     args.batch_size = args.num_players * args.num_steps
     args.gamma = discount(envs.seconds_per_step, args.horizon_seconds)
     copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
-    args.num_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len) * copies
+    team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
+    split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
+    check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
+    args.num_sequences = team_sequences * copies
     args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    score_weights = dict(envs.DEFAULT_SCORE_WEIGHTS)  # the world's, overridden by --score-weights name=number
-    for component, _, value in (item.partition("=") for item in args.score_weights):
-        score_weights[component] = float(value)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     P, obs_shape = args.num_players, envs.obs_shape
@@ -826,7 +791,8 @@ if __name__ == "__main__":
     agent = Agent(obs_shape, A, N, args.hidden_size, args.lstm_skip, args.square_head).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
-    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them early on)
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
+    # early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
@@ -834,7 +800,8 @@ if __name__ == "__main__":
         shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}", flush=True)
+        off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     if checkpoint:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
@@ -846,20 +813,25 @@ if __name__ == "__main__":
         try:
             agent.load_state_dict(saved["model"])
         except RuntimeError as error:
-            usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {str(error).splitlines()[0]}")
+            reason = str(error).splitlines()[0]
+            older = (
+                f"if an older script wrote it, convert it: uv run python cleanfive/convert_saved.py {args.eval_only}"
+            )
+            usage_error(f"--eval-only {args.eval_only} does not fit {args.env_id}: {reason}; {older}")
         video = f"videos/{run_name}/eval.gif" if args.capture_video else None
         results = play_references(agent.eval(), args, evaluator, [*references, *held_out], device, eval_rng, video)
         print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
         sys.exit(0)
 
-    # torchrun: the processes built the same network; from here on each plays its own games, with its own generators
+    # torchrun: the processes built the same network; from here on each plays its own games, with its own
+    # generators
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
     rng = np.random.default_rng(args.seed + rank)
 
     # the past-opponent pool (Appendix N): weights here, qualities (or PFSP's counts) in the pool
-    pool = OpponentPool(eta=args.quality_lr, sampling=args.pool_sampling)
+    pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
     matchmaking = Matchmaking(E, S, N, references, args)
 
@@ -904,7 +876,6 @@ if __name__ == "__main__":
         set_rng_states(local["rng"])
         rng.bit_generator.state = local["generator"]
         return_mean, return_var, return_count = local["return_moments"]
-        matchmaking.bot_win_rate = local.get("bot_win_rate", matchmaking.bot_win_rate)  # (older checkpoints: none)
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
             matchmaking.load_state_dict(local)
@@ -926,7 +897,6 @@ if __name__ == "__main__":
         tau = anneal(args.team_spirit_start, args.team_spirit_end, frac)  # team spirit 0.3 -> 1 (Appendix G)
         finished = {"kind": [], "outcome": [], "length": [], "scores": []}  # games ended in this rollout
         past_games = []  # (past version, learner's score) of the games against past versions in this rollout
-        bot_games = []  # (bot, whether the learner won) of the games against bots in this rollout
         if args.policy_lag:
             lagged_agent.load_state_dict(versions[0])
 
@@ -986,19 +956,14 @@ if __name__ == "__main__":
                 game_scores[over] = 0.0
                 past = matchmaking.kind[over] == PAST  # the learner's score: 1 win, 0.5 draw, 0 loss
                 past_games += zip(matchmaking.index[over][past], (outcome[past] + 1) / 2, strict=True)
-                bot = matchmaking.kind[over] == BOT
-                bot_games += zip(matchmaking.index[over][bot], outcome[bot] > 0, strict=True)
                 matchmaking.new_games(over, pool, bot_share, rng)
 
-        if world_size > 1:  # every process applies the pool and bot updates of every process, in rank order
+        if world_size > 1:  # every process applies the pool updates of every process, in rank order
             gathered = [None] * world_size
-            dist.all_gather_object(gathered, (past_games, bot_games))
-            past_games = [game for part, _ in gathered for game in part]
-            bot_games = [game for _, part in gathered for game in part]
+            dist.all_gather_object(gathered, past_games)
+            past_games = [game for part in gathered for game in part]
         for k, score in past_games:
             pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
-        for b, won in bot_games:
-            matchmaking.record_bot_game(b, won)  # --bot-ladder's win rates
 
         if finished["kind"]:
             finished = {key: np.concatenate(value) for key, value in finished.items()}
@@ -1010,15 +975,15 @@ if __name__ == "__main__":
             for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
                 if (finished["kind"] == kind).any():
                     writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
-            writer.add_scalar("league/bots_in_play", matchmaking.bots_in_play(), global_step)
 
         # bootstrap value if not done
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value until its
-            # next turn (the critic never learns one at a waiting state), so its last decision is left out of this
-            # update, whatever its outcome, and the steps before bootstrap from its value there (semi-MDP GAE)
+            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value
+            # until its next turn (the critic never learns one at a waiting state), so its last decision is
+            # left out of this update, whatever its outcome, and the steps before bootstrap from its value
+            # there (semi-MDP GAE)
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
@@ -1028,30 +993,36 @@ if __name__ == "__main__":
             returns = advantages + filled_values
 
         # flatten the batch; the policy learns from its own applied actions only, the value from every
-        # decision in the update; the network runs where it ran in the rollout. --mirror: after the rows, their
-        # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
-        # log-probabilities and LSTM states: symmetry augmentation (cf. Mittal et al., ICRA 2024)
+        # decision in the update; the network runs where it ran in the rollout
         b_obs = obs.reshape((-1,) + obs_shape)
         b_masks = masks.reshape(-1, A)
         b_actions = actions.reshape(-1)
-        if args.mirror:
+        b_logprobs = logprobs.reshape(-1)
+        b_dones = dones.reshape(-1)
+        b_learner_acts = learner_acts.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = filled_values.reshape(-1)
+        b_policy_weights = (applied * in_update).reshape(-1)
+        b_value_weights = in_update.reshape(-1).float()
+        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
+        # with; flatinds (bptt_len, sequences): each one's rows of the flat batch
+        b_h = chunk_h.reshape(num_chunks * P, -1)
+        b_c = chunk_c.reshape(num_chunks * P, -1)
+        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
+        if args.mirror:  # symmetry augmentation (cf. Mittal et al., ICRA 2024), applied once: after the rows, their
+            # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
+            # log-probabilities and LSTM states; after the sequences, the images' (`copies` = 2 of each)
             image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
             b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
             b_actions = torch.cat([b_actions, image[b_actions]])
-        b_logprobs = logprobs.reshape(-1).repeat(copies)
-        b_dones = dones.reshape(-1).repeat(copies)
-        b_learner_acts = learner_acts.reshape(-1).repeat(copies)
-        b_advantages = advantages.reshape(-1).repeat(copies)
-        b_returns = returns.reshape(-1).repeat(copies)
-        b_values = filled_values.reshape(-1).repeat(copies)
-        b_policy_weights = (applied * in_update).reshape(-1).repeat(copies)
-        b_value_weights = in_update.reshape(-1).float().repeat(copies)
-        # truncated BPTT: sequence c * P + p (chunk c of player p; chunks of images after the rows') is bptt_len
-        # steps from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
-        b_h = chunk_h.reshape(num_chunks * P, -1).repeat(copies, 1)
-        b_c = chunk_c.reshape(num_chunks * P, -1).repeat(copies, 1)
-        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, copies * num_chunks * P)
+            b_logprobs, b_dones = b_logprobs.repeat(2), b_dones.repeat(2)
+            b_learner_acts, b_advantages = b_learner_acts.repeat(2), b_advantages.repeat(2)
+            b_returns, b_values = b_returns.repeat(2), b_values.repeat(2)
+            b_policy_weights, b_value_weights = b_policy_weights.repeat(2), b_value_weights.repeat(2)
+            b_h, b_c = b_h.repeat(2, 1), b_c.repeat(2, 1)
+            flatinds = np.concatenate([flatinds, flatinds + args.batch_size], 1)
 
         # Optimizing the policy and value network
         team_inds = np.arange(args.num_sequences)
@@ -1130,7 +1101,8 @@ if __name__ == "__main__":
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
-        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be finite
+        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be
+        # finite
         with torch.no_grad():
             hidden, _, squares = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
@@ -1172,7 +1144,6 @@ if __name__ == "__main__":
             if verbose:
                 wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
                 rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
-                rated += f" bots_in_play={matchmaking.bots_in_play()}" if args.bot_ladder else ""  # the ladder's rung
                 print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
@@ -1200,7 +1171,6 @@ if __name__ == "__main__":
                 "rng": rng_states(),
                 "generator": rng.bit_generator.state,
                 "return_moments": (return_mean, return_var, return_count),
-                "bot_win_rate": matchmaking.bot_win_rate.copy(),  # --bot-ladder's, the same in every process
             }
             if hasattr(envs, "state_dict"):  # the lane world saves its state: its games go on bit for bit
                 local.update(

@@ -17,6 +17,8 @@ from golden import check_run
 from saved_models import save_selfplay_model
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from cleanfive.convert_saved import upgrade
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cleanfive" / "five_surgery.py"
 # float32 round-off: outputs of size ~1 after 8 recurrent steps move by a few ulps when a sum changes order (seen:
@@ -298,13 +300,18 @@ def operated(driven):
     return driven["operated"]
 
 
-def test_checkpoint_accepts_models_of_ppo_lstm_selfplay_with_or_without_script_key(fs, v0_model, tmp_path):
+def test_checkpoint_accepts_models_of_ppo_lstm_selfplay_and_converted_ones_without_script_key(fs, v0_model, tmp_path):
     saved = torch.load(v0_model, weights_only=True)
     assert saved["script"] == "ppo_lstm_selfplay.py"
     _, env_id, agent = fs.load_trained(str(v0_model), "--checkpoint")
     assert env_id == "Moba5v5-v0" and agent.num_heroes == 3
-    torch.save({k: v for k, v in saved.items() if k != "script"}, tmp_path / "older.pt")  # files of before the key
-    assert fs.load_trained(str(tmp_path / "older.pt"), "--checkpoint")[1] == "Moba5v5-v0"
+    older = {k: v for k, v in saved.items() if k != "script"}  # a file of before the key: refused, then converted
+    torch.save(older, tmp_path / "older.pt")
+    with pytest.raises(SystemExit) as stop:
+        fs.load_trained(str(tmp_path / "older.pt"), "--checkpoint")
+    assert stop.value.code == 2
+    torch.save(upgrade(older), tmp_path / "converted.pt")  # (cleanfive/convert_saved.py)
+    assert fs.load_trained(str(tmp_path / "converted.pt"), "--checkpoint")[1] == "Moba5v5-v0"
     torch.save({**saved, "script": "cleanba_impala.py"}, tmp_path / "other.pt")
     with pytest.raises(SystemExit) as stop:
         fs.load_trained(str(tmp_path / "other.pt"), "--checkpoint")

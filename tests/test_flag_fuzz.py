@@ -67,8 +67,6 @@ def five_trainer(rng, num_envs):
         flags += ["--clip-grad-per-param"]
     if rng.random() < 0.3:
         flags += ["--target-kl", str(pick(rng, [1e-9, 0.02]))]  # 1e-9: every update stops after its first epoch
-    if rng.random() < 0.3:
-        flags += ["--pool-sampling", "pfsp"]  # AlphaStar's PFSP over the past versions: its counts in the checkpoint
     flags += ["--eval-games", "1", "--reference-games", "2", "--no-cuda", "--save-every", "1"]
     return flags, num_envs * num_steps
 
@@ -91,8 +89,6 @@ def selfplay_case(rng):
     updates = int(rng.integers(2, 4))
     flags += ["--total-timesteps", str(updates * steps * processes)]
     resume = team and world == "Moba5v5-v0" and rng.random() < 0.3
-    if rng.random() < 0.3:  # bots that follow the learner up: its win rates against them in the checkpoint
-        flags += ["--bot-ladder", "0.5"]
     return {"flags": flags, "processes": processes, "updates": updates, "resume": resume, "exact": resume}
 
 

@@ -17,6 +17,9 @@ from golden import check_run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from threads_at_exit import WRAPPER, assert_no_gloo_thread_left
 
+from cleanfive.envs.evaluation import print_reference_table, robust_rung, trained_bots
+from cleanfive.trueskill_league import ReferenceEvaluator
+
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "ppo_lstm_selfplay.py"
 TINY = [
     "--total-timesteps", "768", "--num-envs", "8", "--num-steps", "32", "--bptt-len", "16",
@@ -77,7 +80,6 @@ BOT_RUNS = {"tactical": ["--bot-fraction", "1", "--bot-fraction-end", "1"]}
 # a perturbed bot, not a reference: greedy with a random opening of 42 stones (+opening42), so every move at random
 BOT_RUNS |= {"random only": [*BOT_RUNS["tactical"], "--bot-opponents", "greedy+opening42"]}
 BOT_RUNS |= {"rising": ["--bot-fraction", "0", "--bot-fraction-end", "1"]}  # no bot games in the first update
-BOT_RUNS |= {"ladder": [*BOT_RUNS["tactical"], "--bot-opponents", "random", "greedy", "--bot-ladder", "0.99"]}
 # evaluation draws from generators of its own: how often it runs does not change the training
 EVALS = [*TINY, "--past-fraction", "0.5", "--bot-fraction", "0.5", "--save-model"]
 EVAL_RUNS = {"often": ["--eval-every", "1", "--eval-games", "6"], "rarely": ["--eval-every", "100"]}
@@ -109,9 +111,16 @@ def driven(tmp_path_factory):
     cases |= {("evals", k): (root / f"evals_{k.replace(', ', '_')}", [*EVALS, *f]) for k, f in EVAL_RUNS.items()}
     cases |= {("empty minibatch",): (root / "empty_minibatch", [*EMPTY_MINIBATCH, "--clip-grad-per-param"])}
     cases |= {("skip",): (root / "skip", [*TINY, "--lstm-skip", "--save-model", "--eval-every", "100"])}
-    # a file from before --square-head (the bundled TicTacToe model: no such key, no head) is played without one
-    former = ["--eval-only", str(SCRIPT.parent / "models" / "tictactoe.cleanfive_model"), "--eval-games", "1"]
-    cases |= {("former",): (root / "former", [*former, "--references", "random", "greedy", *FEW, "--no-cuda"])}
+    # a file from before --square-head (the bundled TicTacToe model, the key taken out) is refused, naming the
+    # converter; the bundled model itself (converted) is played without the head
+    bundled = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
+    (root / "former").mkdir()
+    del bundled["args"]["square_head"]
+    torch.save(bundled, root / "former" / "before_square_head.cleanfive_model")
+    for key, model in (("former", root / "former" / "before_square_head.cleanfive_model"), ("bundled", None)):
+        model = model or SCRIPT.parent / "models" / "tictactoe.cleanfive_model"
+        flags = ["--eval-only", str(model), "--eval-games", "1", "--references", "random", "greedy", *FEW, "--no-cuda"]
+        cases |= {(key,): (root / key, flags)}
     # a checkpoint without the head, resumed as if written before the flag
     no_head = [*TINY, *FEW, "--no-square-head", "--save-every", "2", "--total-timesteps", "512"]
     cases |= {("no head",): (root / "no_head", no_head)}
@@ -131,6 +140,9 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     num_envs = 8 if env_id in SMOKE_BOARD else 4  # TINY's, or TEAM_TINY's after it
     assert f"--horizon-seconds {horizon}," in first_line and f"--num-envs {num_envs}," in first_line
     assert f"--learning-rate {learning_rate}," in first_line
+    # a board game's flag that the world cannot use is off, and the first line says so (not silently)
+    off = "" if env_id in SMOKE_BOARD else f", --no-mirror (not in {env_id}), --no-square-head (not in {env_id})"
+    assert first_line.endswith("}" + off), first_line
     # as flag values, not a Python tuple: the board games' rule bots and search bots up to search3 (not search4)
     board_bots = "random greedy lookahead search1 search2 search3"
     bots = {"VmasFootball-v0": "random", "Moba5v5-v0": "(every reference)"}.get(env_id, board_bots)
@@ -241,15 +253,6 @@ def test_bot_share_anneals_from_bot_fraction_to_bot_fraction_end(driven):
     rising = bot_game_rates(driven, "rising")
     first_update = 8 * 32  # TINY: 8 games x 32 steps
     assert len(rising) >= 3 and min(e.step for e in rising) > first_update, [e.step for e in rising]
-
-
-def test_a_ladder_run_prints_its_rung_with_each_evaluation(driven):
-    """--bot-ladder: the evaluation line says how many training bots the bot games draw from (the learning benchmark
-    tabulates when each joined); here the learner never wins 0.99 of its games against `random`, so one. A run with
-    no ladder prints no rung."""
-    rung = [line.split()[-1] for line in driven["bots", "ladder"][0].stdout.splitlines() if line.startswith("eval ")]
-    assert rung == ["bots_in_play=1"], driven["bots", "ladder"][0].stderr
-    assert "bots_in_play" not in driven["bots", "tactical"][0].stdout
 
 
 def bot_game_rates(driven, name):
@@ -471,16 +474,12 @@ def test_cross_hero_max_pool_mixes_heroes_of_a_team_only(script):
     assert not torch.allclose(features[0, :-pool], features[1, :-pool])
 
 
-def one_step_at_a_time(agent, x, state, done, active):
-    """The LSTM over every hero, one step at a time: a hero whose team waits keeps its state and outputs zeros."""
+def one_step_at_a_time(script, agent, x, state, done, active):
+    """The LSTM over every hero, one step at a time (the script's masked_lstm, padded_lstm's readable reference): a
+    hero whose team waits keeps its state and outputs zeros."""
     hidden = embed(agent, x).reshape(done.shape + (-1,))
-    (h, c), outputs = state, []
-    for t in range(done.shape[0]):
-        keep, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
-        out, (new_h, new_c) = agent.lstm(hidden[t : t + 1], (keep * h, keep * c))
-        h, c = torch.where(acts, new_h, keep * h), torch.where(acts, new_c, keep * c)
-        outputs.append(torch.where(acts, out, 0.0))
-    return torch.cat(outputs).flatten(0, 1), (h, c)
+    out, state = script.masked_lstm(agent.lstm, hidden, done, active, state)
+    return out.flatten(0, 1), state
 
 
 @pytest.mark.parametrize(
@@ -500,7 +499,7 @@ def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(sc
     active = (torch.rand(T, teams) >= waiting).repeat_interleave(N, 1)  # whole teams act or wait
     active[: min(4, T - 1)] = waiting < 1.0  # a stretch with every team active (none at all where waiting is 1)
     got, (h, c) = get_states(agent, x, state, done.flatten(), active.flatten())
-    want, (want_h, want_c) = one_step_at_a_time(agent, x, state, done, active)
+    want, (want_h, want_c) = one_step_at_a_time(script, agent, x, state, done, active)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c, want_c, rtol=1e-5, atol=1e-5)
@@ -693,8 +692,6 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         bot_fraction=0.5,
         bot_fraction_end=0.5,
         bot_opponents=("greedy",),
-        bot_ladder=0.0,
-        bot_ladder_top=0,
     )
     E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
     matchmaking = script.Matchmaking(E, S, N, ["random", "greedy"], args)
@@ -718,47 +715,6 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares(script):
         ~against
     ].any()
     assert (matchmaking.learner_side[~against] == 0).all()  # 0 in a game of the latest policy against itself
-
-
-def test_bot_ladder_follows_the_learner_up(selfplay):
-    """--bot-ladder 0.5: the bot games draw from the bots up to the first one the learner's running win rate
-    (each game moves it 1 % of the way to 1 or 0) is below 0.5 against, uniformly; 0 draws from every bot.
-    --bot-ladder-top 2: from the highest two of those only."""
-    bots = ("random", "greedy", "lookahead")
-    args = SimpleNamespace(
-        past_fraction=0.0,
-        bot_fraction=1.0,
-        bot_fraction_end=1.0,
-        bot_opponents=bots,
-        bot_ladder=0.5,
-        bot_ladder_top=0,
-    )
-    E, rng = 30_000, np.random.default_rng(0)
-    matchmaking, pool, games = selfplay.Matchmaking(E, 2, 1, list(bots), args), selfplay.OpponentPool(), np.arange(E)
-
-    def drawn():
-        matchmaking.new_games(games, pool, 1.0, rng)
-        return np.bincount(matchmaking.index, minlength=len(bots)) / E
-
-    assert matchmaking.bots_in_play() == 1 and drawn()[0] == 1.0
-    for _ in range(68):  # 1 - 0.99^68 = 0.495: not yet
-        matchmaking.record_bot_game(0, True)
-    assert matchmaking.bots_in_play() == 1
-    matchmaking.record_bot_game(0, True)  # 1 - 0.99^69 = 0.500
-    assert abs(matchmaking.bot_win_rate[0] - (1 - 0.99**69)) < 1e-12 and matchmaking.bots_in_play() == 2
-    np.testing.assert_allclose(drawn(), [0.5, 0.5, 0.0], atol=0.01)
-    matchmaking.record_bot_game(0, False)  # back below: the second bot leaves the draw again
-    assert matchmaking.bots_in_play() == 1
-    matchmaking.bot_win_rate[:] = [0.9, 0.6, 0.1]
-    np.testing.assert_allclose(drawn(), [1 / 3, 1 / 3, 1 / 3], atol=0.01)
-    matchmaking.bot_win_rate[:] = [0.9, 0.2, 0.9]  # the first bot below the share caps the ladder
-    assert matchmaking.bots_in_play() == 2
-    matchmaking.bot_ladder = 0.0
-    assert matchmaking.bots_in_play() == 3
-    matchmaking.bot_ladder_top = 2
-    np.testing.assert_allclose(drawn(), [0.0, 0.5, 0.5], atol=0.01)
-    matchmaking.bot_ladder, matchmaking.bot_win_rate[:] = 0.5, [0.2, 0.9, 0.9]  # fewer in play than the top two
-    np.testing.assert_allclose(drawn(), [1.0, 0.0, 0.0])
 
 
 def test_saved_files_hold_plain_data_that_round_trips(script, tmp_path):
@@ -834,15 +790,13 @@ ROBUST_HELD_OUT = {"greedy+random15": "greedy"}  # and last, against a held-out 
         ((0.49, 0.9, 0.9, 0.9, 0.9), (), "none"),
     ],
 )
-def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_is_won(
-    script, capsys, wins, trained, rung
-):
+def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_is_won(capsys, wins, trained, rung):
     import trueskill
 
-    evaluator = script.ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
+    evaluator = ReferenceEvaluator({k: trueskill.Rating(mu, 1.0) for k, mu in ROBUST_MUS.items()})
     names = [*ROBUST_MUS, *ROBUST_HELD_OUT]
     results = {name: (win, 0.0, 1.0 - win) for name, win in reversed(list(zip(names, wins, strict=True)))}
-    script.print_reference_table(results, evaluator, 64, trained, ROBUST_HELD_OUT)
+    print_reference_table(results, evaluator, 64, trained, ROBUST_HELD_OUT)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| bot | rung | trained against |")
     rows = [[cell.strip(" `") for cell in line.strip("|").split("|")] for line in out if line.startswith("| `")]
@@ -854,21 +808,20 @@ def test_robust_rung_is_the_strongest_reference_up_to_which_every_untrained_bot_
     assert rows[2][3] == "held out" and rows[1][3] == "9.70"
     assert f"robust rung: {rung}" in out and f"trained against: {' '.join(trained) or 'no bot'}" in out
     # the benchmark's final table finds the same rung (benchmark/board_table.py calls this function)
-    held, worst = script.robust_rung({k: w for k, (w, _, _) in results.items()}, list(ROBUST_MUS), ROBUST_HELD_OUT,
-                                     trained)  # fmt: skip
+    held, worst = robust_rung({k: w for k, (w, _, _) in results.items()}, list(ROBUST_MUS), ROBUST_HELD_OUT, trained)
     assert held == rung.split(" ")[0] and (worst is None) == (rung == "none")
 
 
-def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum(script):
+def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum():
     refs = ("random", "greedy")
     run = {"bot_fraction": 0.5, "bot_fraction_end": 0.0, "bot_opponents": ("greedy+random15",), "references": ()}
-    assert script.trained_bots(run, refs) == ("greedy+random15",)
-    assert script.trained_bots(run | {"bot_opponents": ()}, refs) == refs  # (): every reference
-    assert script.trained_bots(run | {"bot_opponents": (), "references": ("lookahead", "greedy")}, refs) == (
+    assert trained_bots(run, refs) == ("greedy+random15",)
+    assert trained_bots(run | {"bot_opponents": ()}, refs) == refs  # (): every reference
+    assert trained_bots(run | {"bot_opponents": (), "references": ("lookahead", "greedy")}, refs) == (
         "lookahead",
         "greedy",
     )
-    assert script.trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
+    assert trained_bots(run | {"bot_fraction": 0.0}, refs) == ()  # self-play only
 
 
 @pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
@@ -935,10 +888,11 @@ def test_a_model_trained_with_square_head_is_played_with_it_and_not_grown(driven
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
-def test_a_checkpoint_from_before_square_head_resumes_without_one(driven, tmp_path):
-    """--resume reads FORMER_DEFAULTS too: a checkpoint whose Args hold no square_head (written before the flag, here
-    a run without the head with the key taken out) resumes without the head, where today's default would build one
-    and its weights would not load; one more update (its schedule lengthened in the file) saves a model without it."""
+def test_a_checkpoint_from_before_square_head_resumes_without_one_once_converted(driven, tmp_path):
+    """A checkpoint whose Args hold no square_head (written before the flag, here a run without the head with the key
+    taken out) and with --bot-ladder's flags and win rates (removed in issue 87): the script reads today's files only,
+    so cleanfive/convert_saved.py brings it to today's (the run had no head and no ladder); it resumes
+    without the head, where today's default would build one; one more update saves a model without it."""
     first, folder = driven["no head",]
     assert first.returncode == 0, first.stderr[-3000:]
     (written,) = (folder / "runs").glob("*/checkpoint.pt")
@@ -947,20 +901,50 @@ def test_a_checkpoint_from_before_square_head_resumes_without_one(driven, tmp_pa
     checkpoint = torch.load(written, weights_only=True)
     del checkpoint["args"]["square_head"]
     checkpoint["args"] |= {"total_timesteps": 768, "save_model": True}  # a third update, then the model
+    checkpoint["args"] |= {"bot_ladder": 0.0, "bot_ladder_top": 0}
+    for local in checkpoint["ranks"]:
+        local["bot_win_rate"] = torch.zeros(2, dtype=torch.float64)
     torch.save(checkpoint, path)
+    converter = SCRIPT.with_name("convert_saved.py")
+    converted = subprocess.run([sys.executable, str(converter), str(path)], capture_output=True, text=True, timeout=120)
+    assert converted.returncode == 0, converted.stderr
+    today = torch.load(path, weights_only=True)
+    assert today["args"]["square_head"] is False and "bot_ladder" not in today["args"]
+    assert not any("bot_win_rate" in local for local in today["ranks"])
     resumed = run(tmp_path, "--resume", str(path))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     saved = torch.load(path.with_name("ppo_lstm_selfplay.cleanfive_model"), weights_only=True)
     assert saved["args"]["square_head"] is False and not any(k.startswith("square_head.") for k in saved["model"])
 
 
-def test_a_file_from_before_square_head_is_played_without_one(driven):
-    """--square-head is on by default now; a file that holds no value for it (the bundled TicTacToe model, trained
-    before the flag) was trained without one, and --eval-only builds its network so (FORMER_DEFAULTS, which --resume
-    reads too): its weights load, and it plays the references it was given."""
-    saved = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
-    assert "square_head" not in saved["args"] and not any(key.startswith("square_head.") for key in saved["model"])
+def test_convert_saved_brings_each_older_format_to_todays():
+    """Each step of cleanfive/convert_saved.py's upgrade: a file of ppo_lstm_selfplay.py that names no script gets
+    it, a flag added since gets the value its run had, one removed since goes, the learner's side is renamed and the
+    bot win rates go; a checkpoint of a run that used a removed flag is not converted; a file of today is kept."""
+    from cleanfive.convert_saved import upgrade
+
+    lane = {"env_id": "Moba5v5-v0", "bot_ladder": 0.0, "bot_ladder_top": 0}
+    old = {"args": lane, "model": {"hero_embedding.weight": 0}}
+    new = upgrade({**old, "ranks": [{"side": np.ones(2), "bot_win_rate": np.zeros(3)}]})
+    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"] == {"env_id": "Moba5v5-v0", "square_head": False}
+    (local,) = new["ranks"]
+    assert set(local) == {"learner_side"} and local["learner_side"].tolist() == [1, 1]
+    assert "bot_ladder" not in upgrade({**old, "args": lane | {"bot_ladder": 0.5}})["args"]  # a model: evaluated alike
+    with pytest.raises(ValueError, match="a4d57ae"):
+        upgrade({**old, "args": lane | {"bot_ladder": 0.5}, "ranks": [{}]})
+    today = {"script": "five_surgery.py", "args": {"env_id": "Moba5v5-v1"}, "model": {}}
+    assert upgrade(today) == today
+
+
+def test_a_file_from_before_square_head_is_converted_then_played_without_one(driven):
+    """--square-head is on by default now; a file that holds no value for it was trained without one. The script
+    does not guess: --eval-only refuses it with one line that names the converter; the bundled TicTacToe model,
+    trained before the flag, is converted (square_head False), and its weights load and play the references."""
     result, _ = driven["former",]
+    assert result.returncode == 2 and "convert_saved.py" in result.stderr.strip().splitlines()[-1], result.stderr
+    saved = torch.load(SCRIPT.parent / "models" / "tictactoe.cleanfive_model", weights_only=True)
+    assert saved["args"]["square_head"] is False and not any(key.startswith("square_head.") for key in saved["model"])
+    result, _ = driven["bundled",]
     assert result.returncode == 0, result.stderr
     rows = [line.split("`")[1] for line in result.stdout.splitlines() if line.startswith("| `")]
     assert rows == ["random", "greedy", "greedy+random15", "greedy+opening4"], result.stdout  # and greedy's held-out

@@ -85,6 +85,26 @@ def test_implementation_details_cite_the_lines_that_hold_them(name):
         )
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_line_citation_on_a_scripts_page_holds(name):
+    """Every line number a script's docs page gives, in prose too, is a checked citation `(lines A–B: `code`)` whose
+    code lies in those lines of the script (another file's code is named, not cited by line)."""
+    doc = (ROOT / "docs" / f"{name}.md").read_text()
+    lines = (ROOT / "cleanfive" / f"{name}.py").read_text().splitlines()
+    cited = [(ref.start(), ref.end()) for ref in LINE_REF.finditer(doc)]
+    for mention in re.finditer(r"\blines? \d+", doc):
+        assert any(start <= mention.start() < end for start, end in cited), (
+            f"docs/{name}.md: `{doc[mention.start() : mention.end() + 20]}...` is not in the checked form "
+            "`(lines A–B: `code`)`"
+        )
+    for ref in LINE_REF.finditer(doc):
+        first, last, code = int(ref[1]), int(ref[2] or ref[1]), ref[3]
+        now = [i + 1 for i, line in enumerate(lines) if code in line]
+        assert first <= last <= len(lines) and code in "\n".join(lines[first - 1 : last]), (
+            f"docs/{name}.md cites lines {first}–{last} of cleanfive/{name}.py for `{code}`, which is now at {now}"
+        )
+
+
 sys.path.insert(0, str(ROOT / "benchmark"))  # the benchmarks import their provenance helper from their folder
 import provenance  # noqa: E402
 
@@ -147,14 +167,31 @@ def test_documented_commands_run_as_written():
         else:
             module = benchmark(Path(script).stem)
             try:
-                module.PARSER.parse_args(own)
+                parsed = module.PARSER.parse_args(own)
             except SystemExit as exc:
                 pytest.fail(f"{where}: {script} rejects {own} (exit code {exc.code})")
             trainers = [getattr(module, name) for name in ("SCRIPT", "PARENT", "SURGERY") if hasattr(module, name)]
+            if getattr(parsed, "script_at", None):  # the script of that commit trains: its flags
+                trainers = [provenance.script_at(parsed.script_at, trainer) for trainer in trainers]
         flags = {word.split("=")[0] for word in extra if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", word)}
         for trainer in trainers if flags else []:
             unknown = flags - provenance.script_flags(trainer)
             assert not unknown, f"{where}: {trainer.name} has no {sorted(unknown)}"
+
+
+def test_learning_plots_show_each_bots_mean_over_the_seeds_with_a_band():
+    """benchmark/ppo_lstm_selfplay_learning.py's plots: one line a bot, the mean of the seeds' lines (each interpolated
+    within its own span onto a common grid), and a band over the seeds' range; a single seed draws its line alone."""
+    module = benchmark("ppo_lstm_selfplay_learning")
+    fig, ax = provenance.subplots()
+    module.mean_band(ax, [([0, 10], [0.0, 1.0]), ([0, 5, 10], [0.2, 0.2, 0.2])], "C0", "vs random", points=11)
+    (line,) = ax.get_lines()
+    x, y = line.get_data()
+    assert x[5] == 5 and abs(y[5] - (0.5 + 0.2) / 2) < 1e-9 and line.get_label() == "vs random"
+    assert len(ax.collections) == 1  # the band
+    fig, ax = provenance.subplots()
+    module.mean_band(ax, [([2, 4], [0.1, 0.3])], "C1", "vs greedy", points=3)
+    assert ax.get_lines()[0].get_data()[1].tolist() == [0.1, 0.2, 0.3] and not ax.collections
 
 
 # (the reports of runs and models take files, not a table's settings)
