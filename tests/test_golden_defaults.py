@@ -17,7 +17,8 @@ from golden import check_value
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ("ppo_lstm_selfplay", "five_surgery", "ppo_gridnet_masked", "ppo_action_guidance", "cleanba_impala")
-SHARED = ("envs.atari", "envs.board", "envs.football", "envs.microrts", "envs.moba", "envs.teams", "trueskill_league")
+SHARED = ("envs.atari", "envs.board", "envs.evaluation", "envs.football", "envs.microrts", "envs.moba", "envs.teams")
+SHARED += ("trueskill_league",)
 
 
 def plain(value):
