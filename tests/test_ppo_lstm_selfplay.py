@@ -233,6 +233,11 @@ def test_policy_lag_acts_with_the_version_k_updates_old(driven):
     assert equal(lag1["versions"][0], two["model"]) and equal(lag2["versions"][1], two["model"])
     assert equal(lag2["versions"][0], two["versions"][0])
     assert not equal(lag1["model"], lag2["model"])  # update 3 acted with version 1 (lag 1) or version 0 (lag 2)
+    # the pool's quality scores after its games against past versions (a win lowers the beaten version's quality,
+    # Appendix H), and the parameters, as kept for this machine class (tests/golden/runs.json)
+    qualities = lag1["pool"]["qualities"]
+    assert any(q != 0 for q in qualities), "no past version was beaten: the quality update went unchecked"
+    check_run("ppo_lstm_selfplay ConnectFour-v1 --policy-lag 1", driven["lag", 3, 1][0].stdout, qualities=qualities)
 
 
 def test_bot_fraction_plays_games_against_the_reference_bots(driven):
