@@ -698,14 +698,16 @@ def test_the_bundled_model_comes_with_earlier_checkpoints_of_its_run_as_levels()
     assert len(arena.open_session(Args(model=str(arena.DEFAULT_MODEL))).opponents) == 8
 
 
-def wait_for(driver, condition, timeout=20.0):
+def wait_for(driver, condition, timeout=20.0, what="state"):
+    """The page's `window.arena.<what>` (its game state, or its replay) once no request is pending and it meets
+    `condition`."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        state = driver.execute_script("return window.arena.busy ? null : window.arena.state")
-        if state and condition(state):
-            return state
+        value = driver.execute_script(f"return window.arena.busy ? null : window.arena.{what}")
+        if value and condition(value):
+            return value
         time.sleep(0.05)
-    raise AssertionError("the page did not reach the expected state")
+    raise AssertionError(f"the page did not reach the expected {what}")
 
 
 @needs_browser
@@ -954,18 +956,18 @@ def test_browser_level_record_replay_and_fit(models, browser, arena_server):
     listed = browser.find_element(By.CSS_SELECTOR, "#game-list li")
     assert player in listed.text and " against random " in listed.text
     listed.find_element(By.TAG_NAME, "button").click()
-    replay = wait_for_replay(browser, lambda r: r["at"] == len(line))
+    replay = wait_for(browser, lambda r: r["at"] == len(line), what="replay")
     assert replay["data"]["moves"] == game["moves"]
     assert browser.find_element(By.ID, "share").get_attribute("value") == line
     browser.find_element(By.ID, "first-move").click()
     for at in (1, 2):
         browser.find_element(By.ID, "forward").click()
-        frame = wait_for_replay(browser, lambda r, n=at: r["at"] == n)["data"]["frames"][at - 1]
+        frame = wait_for(browser, lambda r, n=at: r["at"] == n, what="replay")["data"]["frames"][at - 1]
         assert frame["move"] == game["moves"][at - 1] and (np.array(frame["board"]) >= 0).sum() == at
     browser.find_element(By.ID, "close").click()
     browser.find_element(By.ID, "open-line").send_keys(line)
     browser.find_element(By.ID, "open").click()
-    assert wait_for_replay(browser, lambda r: r["game"] is None)["data"]["moves"] == game["moves"]
+    assert wait_for(browser, lambda r: r["game"] is None, what="replay")["data"]["moves"] == game["moves"]
     me = wait_for_element(browser, "#ladder tr.me td", timeout=90)  # the person on the ladder, once it is rated
     assert me.text == player and browser.execute_script("return document.querySelectorAll('i').length") == 0
     assert browser.find_element(By.ID, "world").text.startswith(LONG_RUN)
@@ -973,16 +975,6 @@ def test_browser_level_record_replay_and_fit(models, browser, arena_server):
         assert not any(scrolls_sideways(browser, width) for width in (360, 640, 1440))
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-
-
-def wait_for_replay(driver, condition, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        replay = driver.execute_script("return window.arena.busy ? null : window.arena.replay")
-        if replay and condition(replay):
-            return replay
-        time.sleep(0.05)
-    raise AssertionError("the page did not reach the expected replay")
 
 
 def wait_for_element(driver, selector, timeout=20.0):
