@@ -835,6 +835,21 @@ class QuietFiles(SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def another_site(tmp_path, page: str, port: int):
+    """A page of another origin (``page``, with ARENA standing for the Arena's address) served on a port of its own:
+    yields its address."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text(page.replace("ARENA", f"http://127.0.0.1:{port}"))
+    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
+    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{site.server_port}/index.html"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
 OTHER_SITE = """<!doctype html><title>another site in the same browser</title>
 <iframe name="sink"></iframe>
 <form id="form" method="POST" action="ARENA/api/move" enctype="text/plain" target="sink">
@@ -856,18 +871,11 @@ def test_browser_another_site_cannot_play(live, browser, tmp_path, monkeypatch):
     monkeypatch.setattr(arena.Handler, "send", lambda self, code, *a: answers.append(code) or send(self, code, *a))
     assert ask(port, "POST", "/api/new", {"side": 0})[0] == 200  # the person's move: 3 would be legal
     before, answers[:] = game_state(port), []
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "index.html").write_text(OTHER_SITE.replace("ARENA", f"http://127.0.0.1:{port}"))
-    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
-    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        browser.get(f"http://127.0.0.1:{site.server_port}/index.html")
+    with another_site(tmp_path, OTHER_SITE, port) as url:
+        browser.get(url)
         deadline = time.time() + 20
         while len(answers) < 2 and time.time() < deadline:
             time.sleep(0.05)
-    finally:
-        site.shutdown()
-        site.server_close()
     assert answers == [403, 403]
     assert game_state(port) == before and before["moves"] == [] and not record.exists()
 
@@ -885,12 +893,9 @@ def test_browser_a_frame_cannot_click(live, browser, tmp_path, monkeypatch):
     before = game_state(port)
     answered, send = [], arena.Handler.send
     monkeypatch.setattr(arena.Handler, "send", lambda self, code, *a: answered.append(code) or send(self, code, *a))
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "index.html").write_text(FRAMING_SITE.replace("ARENA", f"http://127.0.0.1:{port}"))
-    site = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietFiles, directory=str(tmp_path / "site")))
-    threading.Thread(target=site.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        browser.get(f"http://127.0.0.1:{site.server_port}/index.html")
+    with another_site(tmp_path, FRAMING_SITE, port) as url, contextlib.ExitStack() as leave:
+        leave.callback(browser.switch_to.default_content)
+        browser.get(url)
         frame = browser.find_element(By.ID, "arena")
         deadline = time.time() + 20
         while not answered and time.time() < deadline:  # the page is sent to the frame, which the browser refuses
@@ -900,10 +905,6 @@ def test_browser_a_frame_cannot_click(live, browser, tmp_path, monkeypatch):
             ActionChains(browser).move_to_element_with_offset(frame, dx, dy).click().perform()
         browser.switch_to.frame(frame)
         assert browser.find_elements(By.ID, "canvas") == []  # nothing of the Arena is drawn in the frame
-    finally:
-        browser.switch_to.default_content()
-        site.shutdown()
-        site.server_close()
     assert game_state(port) == before and not record.exists()
 
 
