@@ -72,14 +72,12 @@ class Args:
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "versions", "actor_rng", "rng")
 
 
-# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two scripts
-# shows it): one-line user errors with exit code 2, saved files, random states, atomic writes, the fault stop
-NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor} (files hold data, never pickled objects)
+# RUN MANAGEMENT (TRY NOT TO MODIFY: the same block in every cleanfive script, so that no diff between two shows it)
+NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor}, which weights_only=True reads (to_plain)
 
 
 def usage_error(message: str) -> None:
-    """One clear line and exit code 2 for a user error: no traceback."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {message}", file=sys.stderr)  # a user error: one clear line, no traceback, exit code 2
     sys.exit(2)
 
 
@@ -89,10 +87,8 @@ def check(ok: bool, message: str) -> None:
 
 
 def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
-    """A file of this script's --save-model or --save-every that holds `keys`, or one line and exit code 2. A file is
-    data, never code: torch.load(weights_only=True) reads tensors and plain values and refuses anything else."""
-    try:
-        saved = from_plain(torch.load(path, map_location="cpu", weights_only=True))
+    try:  # a file of this script's that holds `keys`, read as data (weights_only=True reads no code)
+        saved = to_plain(torch.load(path, map_location="cpu", weights_only=True), inverse=True)
         if saved.get("script") != os.path.basename(__file__):
             raise ValueError(f"it was written by {saved.get('script')}")
         if missing := [key for key in ("args", *keys) if key not in saved]:
@@ -104,47 +100,30 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
 
 
 def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
-    """One line and exit code 2 for a file `path` that `flag` cannot use, `exc` saying why; `wanted`: what to pass."""
-    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code
-        usage_error(
-            f"{flag} {path} holds objects other than tensors and plain values, so it is not read; if it is a "
-            f"file of yours from before 2026-11-27, convert it: uv run python cleanfive/convert_saved.py {path}"
-        )
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: a file from before 2026-11-27, or code
+        reason = "it holds objects other than tensors and plain values"
     usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
 
-def to_plain(tree):
-    """`tree` as tensors and plain values only (what weights_only=True reads): NumPy arrays as {NDARRAY: tensor},
-    NumPy scalars as Python numbers; dicts, lists and tuples kept."""
-    if isinstance(tree, np.ndarray):
-        return {NDARRAY: torch.from_numpy(tree.copy())}
-    if isinstance(tree, np.generic):
-        return tree.item()
-    if isinstance(tree, dict):
-        return type(tree)((key, to_plain(value)) for key, value in tree.items())
-    return type(tree)(to_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
-
-
-def from_plain(tree):
-    """The inverse of `to_plain`: {NDARRAY: tensor} back to NumPy arrays."""
-    if isinstance(tree, dict) and set(tree) == {NDARRAY}:
+def to_plain(tree, inverse: bool = False):
+    if inverse and isinstance(tree, dict) and set(tree) == {NDARRAY}:
         return tree[NDARRAY].numpy()
+    if not inverse and isinstance(tree, np.ndarray | np.generic):  # NumPy scalars as Python numbers
+        return {NDARRAY: torch.from_numpy(tree.copy())} if isinstance(tree, np.ndarray) else tree.item()
     if isinstance(tree, dict):
-        return type(tree)((key, from_plain(value)) for key, value in tree.items())
-    return type(tree)(from_plain(value) for value in tree) if isinstance(tree, list | tuple) else tree
+        return type(tree)((key, to_plain(value, inverse)) for key, value in tree.items())
+    return type(tree)(to_plain(value, inverse) for value in tree) if isinstance(tree, list | tuple) else tree
 
 
 def atomic_save(obj: dict, path: str) -> None:
-    """torch.save of `obj` as plain data to a temporary file, then a rename: a reader never sees a half-written file."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"  # this process's own: two runs of one name never rename each other's
+    tmp = f"{path}.{os.getpid()}.tmp"  # this process's file, then a rename: no reader sees a half-written file
     torch.save(to_plain({"script": os.path.basename(__file__), **obj}), tmp)
     os.replace(tmp, path)
 
 
 def rng_states() -> dict:
-    """The states of every global random generator (Python, NumPy, torch CPU and CUDA)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(), "cuda": cuda}
 
@@ -158,11 +137,11 @@ def set_rng_states(states: dict) -> None:
 
 
 def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
-    """A diverged run stops with one line and exit code 1, naming the last checkpoint written before the fault."""
-    good = last_checkpoint or "none (use --save-every)"
-    message = f"non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}"
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(1)
+    good = last_checkpoint or "none (use --save-every)"  # a diverged run: one line (stderr), exit code 1
+    sys.exit(f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}")
+
+
+# END OF RUN MANAGEMENT
 
 
 def params_sha256(model: nn.Module) -> str:
@@ -172,9 +151,6 @@ def params_sha256(model: nn.Module) -> str:
         digest.update(key.encode())
         digest.update(value.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
-
-
-# END OF RUN MANAGEMENT
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
