@@ -52,8 +52,10 @@ def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
     pv.check(env_id in env_ids, f"{path} is a model of {env_id}, not of {' or '.join(env_ids)}")
     state, obs_shape = saved["model"], make_team_env(env_id, 1, 0).obs_shape
     sizes = (obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
-    networks = [saved["args"].get(flag, False) for flag in ("lstm_skip", "square_head")]  # (none before those flags)
-    agent = training_script().Agent(*sizes, *networks)
+    pv.check(
+        not saved["args"].get("lstm_skip"), f"{path} was trained with --lstm-skip: play it with the script at eebd269"
+    )
+    agent = training_script().Agent(*sizes, saved["args"].get("square_head", False))  # (none before the flag)
     agent.load_state_dict(state)
     return agent.eval(), saved
 

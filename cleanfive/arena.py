@@ -74,8 +74,10 @@ def load_model(path: str) -> Model:
         if script != SCRIPT:
             raise ValueError(f"it was written by {script}, not {SCRIPT}")
         env = make_team_env(saved["args"]["env_id"], 1, 0, saved["args"]["num_heroes"])
-        networks = [saved["args"].get(flag, False) for flag in ("lstm_skip", "square_head")]  # (older files: none)
-        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], *networks)
+        if saved["args"].get("lstm_skip"):  # (a residual around the LSTM, out of the script after eebd269)
+            raise ValueError("it was trained with --lstm-skip; play it with the script at eebd269")
+        square_head = saved["args"].get("square_head", False)  # (older files: none)
+        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], square_head)
         agent.load_state_dict(saved["model"])
     except Exception as exc:
         if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code

@@ -15,7 +15,12 @@ order, a step doing nothing to a file that already has it:
 5. each flag removed since gives up its value (REMOVED_FLAGS): --bot-ladder and --bot-ladder-top left
    ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint, and
    --pool-sampling both Five scripts (OpenAI Five's quality scores stay); a checkpoint of a run that used another
-   value is not converted (resume it with the script at `a4d57ae`).
+   value is not converted (resume it with the script at `a4d57ae`). --lstm-skip (a residual around the LSTM) left
+   ppo_lstm_selfplay.py after `eebd269`: a model or checkpoint trained with it is not converted (play or resume it
+   with the script at `eebd269`). The switches --norm-obs, --norm-reward and --zero-sum left both Five scripts after
+   `eebd269` (those parts of the recipe are always on): a model trained with one off plays as before (its observation
+   statistics stayed at their start), a checkpoint of such a run is not converted;
+6. the sizes a script derives in runtime and no longer keeps in `Args` are dropped (DERIVED_FIELDS), γ among them.
 
 The original is kept as PATH.old.
 
@@ -38,10 +43,18 @@ NUMPY_DATA += [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endsw
 ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False)}
 # each script's flags removed since, with their value in a run that did without them (a checkpoint of a run with
 # another value is not converted: the script at LAST_WITH[flag] resumes it)
-REMOVED_FLAGS = {"ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0, pool_sampling="quality")}
+REMOVED_FLAGS = {
+    "ppo_lstm_selfplay.py": dict(bot_ladder=0.0, bot_ladder_top=0, pool_sampling="quality", lstm_skip=False)
+}
 REMOVED_FLAGS |= {"five_surgery.py": dict(pool_sampling="quality")}
+for script in ("ppo_lstm_selfplay.py", "five_surgery.py"):  # parts of the recipe now always on (issue 87)
+    REMOVED_FLAGS[script] |= dict(norm_obs=True, norm_reward=True, zero_sum=True)
 LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae", pool_sampling="a4d57ae")
+LAST_WITH |= dict.fromkeys(("lstm_skip", "norm_obs", "norm_reward", "zero_sum"), "eebd269")
+NETWORK_FLAGS = ("lstm_skip",)  # removed flags that shaped the network: a model with another value is refused too
 TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold each process's matchmaking
+# the sizes each script derives in runtime and no longer keeps in Args (issue 87): dropped, whatever their value
+DERIVED_FIELDS = {script: ("num_players", "num_sequences", "minibatch_sequences", "gamma") for script in TEAM_SCRIPTS}
 
 
 @dataclass
@@ -71,10 +84,12 @@ def upgrade(saved: dict) -> dict:
     if "args" in saved:
         saved["args"] = {**ADDED_FLAGS.get(saved.get("script"), {}), **saved["args"]}
         for flag, value in REMOVED_FLAGS.get(saved.get("script"), {}).items():
-            if saved["args"].pop(flag, value) != value and "ranks" in saved:
+            if saved["args"].pop(flag, value) != value and ("ranks" in saved or flag in NETWORK_FLAGS):
                 raise ValueError(
-                    f"its run used --{flag.replace('_', '-')}: resume it with the script at {LAST_WITH[flag]}"
+                    f"its run used --{flag.replace('_', '-')}: play or resume it with the script at {LAST_WITH[flag]}"
                 )
+        for field in DERIVED_FIELDS.get(saved.get("script"), ()):
+            saved["args"].pop(field, None)
     if saved.get("script") in TEAM_SCRIPTS and "ranks" in saved:  # a checkpoint: each process's matchmaking state
         ranks = [dict(local) for local in saved["ranks"]]
         for local in ranks:

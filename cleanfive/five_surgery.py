@@ -13,11 +13,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanfive.envs.evaluation import print_reference_table, trained_bots
+from cleanfive.envs.evaluation import play_references, print_reference_table, trained_bots
 from cleanfive.envs.football import FootballUnavailable
+from cleanfive.envs.matchmaking import BOT, PAST, Matchmaking
 from cleanfive.envs.teams import TEAM_ENV_IDS, held_out_bots, make_team_env, plays, rate_bots, world_defaults
 from cleanfive.trueskill_league import OpponentPool, ReferenceEvaluator, fit_reference_ratings, rating_from_dict
 
@@ -65,8 +65,6 @@ class Args:
     clip_grad_per_param: bool = False  # OpenAI Five: each gradient entry to +-5 sqrt(v), v its running 2nd moment
     target_kl: float | None = None  # the target KL divergence threshold
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
-    norm_obs: bool = True  # normalise observations by running mean and std, clipped to +-5
-    norm_reward: bool = True  # divide rewards by a running estimate of the standard deviation of the discounted return
     # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
     # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
@@ -74,7 +72,6 @@ class Args:
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
     score_weights: tuple[str, ...] = ()  # overrides of the world's score weights, e.g. `wrong_lane=0 deaths=-0.5`
-    zero_sum: bool = True  # subtract the mean reward of the enemy heroes from each hero's reward
     team_spirit_start: float = 0.3  # team spirit tau at the start: r_i <- (1 - tau) r_i + tau mean(team)
     team_spirit_end: float = 1.0  # team spirit tau at the end, annealed linearly (OpenAI Five: 0.3 -> 1.0)
     time_decay: float = 0.6  # rewards other than the win are multiplied by time_decay ** (t / time_decay_seconds)
@@ -116,16 +113,10 @@ class Args:
 
     # to be filled in runtime
     num_heroes: int = 0  # heroes per side (the checkpoint's)
-    num_players: int = 0  # heroes driven by each process: its games * 2 sides * heroes per side
-    gamma: float = 0.0  # the discount factor gamma (computed in runtime from horizon_seconds)
     batch_size: int = 0  # the batch size of each process (computed in runtime)
-    num_sequences: int = 0  # BPTT sequences of whole teams per rollout of each process, images included (in runtime)
-    minibatch_sequences: int = 0  # the number of team sequences per mini-batch of each process (computed in runtime)
     num_iterations: int = 0  # the number of iterations (computed in runtime)
 
 
-# the opponent of each game (Appendix N): its kind, and for PAST its index in the pool, for BOT its reference
-LATEST, PAST, BOT = 0, 1, 2  # LATEST: the latest policy drives both sides
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
@@ -137,9 +128,9 @@ CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_age
 NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor}, which weights_only=True reads (to_plain)
 
 
-def usage_error(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)  # a user error: one clear line, no traceback, exit code 2
-    sys.exit(2)
+def usage_error(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr)  # one clear line, no traceback; exit code 2: a user error
+    sys.exit(code)
 
 
 def check(ok: bool, message: str) -> None:
@@ -198,8 +189,8 @@ def set_rng_states(states: dict) -> None:
 
 
 def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
-    good = last_checkpoint or "none (use --save-every)"  # a diverged run: one line (stderr), exit code 1
-    sys.exit(f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}")
+    good = last_checkpoint or "none (use --save-every)"  # a diverged run: one line, exit code 1
+    usage_error(f"non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}", 1)
 
 
 # END OF RUN MANAGEMENT
@@ -399,9 +390,8 @@ def load_trained(path: str, flag: str, saved: dict | None = None) -> tuple[dict,
         trained = saved or to_plain(torch.load(path, map_location="cpu", weights_only=True), inverse=True)
         if trained["script"] not in ("ppo_lstm_selfplay.py", os.path.basename(__file__)):
             raise ValueError(f"it was written by {trained['script']}")
-        for network in ("lstm_skip", "square_head"):  # (its Agent has no residual around the LSTM, no square head)
-            if trained["args"].get(network):
-                raise ValueError(f"it was trained with --{network.replace('_', '-')}, which this script does not grow")
+        if trained["args"].get("square_head"):  # (its Agent has no square head)
+            raise ValueError("it was trained with --square-head, which this script does not grow")
         return trained, trained["args"]["env_id"], agent_from_state(trained["model"])
     except Exception as exc:
         refuse(flag, path, exc, "a model of ppo_lstm_selfplay.py or of this script")
@@ -501,80 +491,6 @@ def zero_state(agent, batch_size, device):
     return tuple(torch.zeros(1, batch_size, agent.lstm.hidden_size, device=device) for _ in range(2))
 
 
-class Matchmaking:
-    """Self-play's opponents (Appendix N), per game: `kind` (LATEST, PAST or BOT), `index` (PAST: the version's index
-    in the pool; BOT: the bot's in `bots`) and `learner_side` (0 in self-play; the other: the opponent's)."""
-
-    def __init__(self, num_games, num_sides, num_heroes, references, args):
-        self.kind = np.full(num_games, LATEST)
-        self.index = np.zeros(num_games, dtype=np.int64)
-        self.learner_side = np.zeros(num_games, dtype=np.int64)
-        self.num_sides, self.num_heroes = num_sides, num_heroes
-        self.bots = args.bot_opponents or references  # the bot games' bots
-        self.past_fraction = args.past_fraction
-        self.bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-
-    def learner_rows(self):
-        """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
-        against itself, else the heroes of the learner's side)."""
-        side = np.repeat(np.arange(self.num_sides), self.num_heroes)  # the side of each hero of a game
-        return ((self.kind == LATEST)[:, None] | (side[None] == self.learner_side[:, None])).reshape(-1)
-
-    def opponent_rows(self, games):
-        """The rows (game, side, hero) of the opponent's heroes in `games` (ascending), in row order."""
-        side = 1 - self.learner_side[games]
-        return ((games * self.num_sides + side)[:, None] * self.num_heroes + np.arange(self.num_heroes)).reshape(-1)
-
-    def opponent_actions(self, past_agents, envs, obs_np, info, rng, x, state, done, team_acts, mask):
-        """The opponents' moves in their own games only: the rows (game, side, hero) they drive, their actions
-        there and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has
-        none: zeros)."""
-        nothing = torch.zeros(0, dtype=torch.long, device=x.device)
-        parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # rows, actions, h, c; cat needs one
-        for k in np.unique(self.index[self.kind == PAST]):
-            games = np.flatnonzero((self.kind == PAST) & (self.index == k))
-            mine = torch.as_tensor(self.opponent_rows(games), device=x.device)
-            action, _, _, _, (h, c) = past_agents[k].get_action_and_value(
-                x[mine], (state[0][:, mine], state[1][:, mine]), done[mine], team_acts[mine], mask[mine]
-            )
-            parts.append((mine, action, h, c))
-        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last first: seeded runs repeat
-            games = (self.kind == BOT) & (self.index == b)
-            bot = envs.bot_actions(self.bots[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
-            mine = torch.as_tensor(self.opponent_rows(np.flatnonzero(games)), device=x.device)
-            none = state[0].new_zeros(1, len(mine), state[0].shape[2])
-            parts.append((mine, torch.as_tensor(bot.reshape(-1), device=x.device), none, none))
-        rows, actions, h, c = zip(*parts, strict=True)
-        return torch.cat(rows), torch.cat(actions), (torch.cat(h, 1), torch.cat(c, 1))
-
-    def new_games(self, games, pool, bot_share, rng):
-        """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
-        while the pool is empty), else the latest policy; of those others, a share `bot_share` against a bot
-        when the bot curriculum is on. The learner's side is drawn in the games against a past version or a bot."""
-        vs_past = (rng.random(games.size) < self.past_fraction) & bool(pool.keys)
-        past = games[vs_past]
-        self.kind[games], self.learner_side[games] = LATEST, 0
-        if past.size > 0:
-            self.kind[past], self.index[past] = PAST, pool.sample(rng, past.size)
-            self.learner_side[past] = rng.integers(self.num_sides, size=past.size)
-        if self.bot_curriculum:
-            other = games[~vs_past]
-            vs_bot = other[rng.random(other.size) < bot_share]
-            self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(len(self.bots), size=vs_bot.size)
-            self.learner_side[vs_bot] = rng.integers(self.num_sides, size=vs_bot.size)
-
-    def state_dict(self):
-        return {
-            "opponent_kind": self.kind.copy(),
-            "opponent_index": self.index.copy(),
-            "learner_side": self.learner_side.copy(),
-        }
-
-    def load_state_dict(self, state):
-        self.kind, self.index = state["opponent_kind"], state["opponent_index"]
-        self.learner_side = state["learner_side"]
-
-
 def policy_loss(advantages, ratio, clip_coef):
     """PPO's clipped surrogate objective, negated, per sample (Schulman et al. 2017, eq. 7)."""
     return torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
@@ -636,58 +552,10 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     are applied to the win part and to the rest separately, and the rest is decayed at the end.
     """
     parts = np.stack([(scores * weights * is_win).sum(-1), (scores * weights * ~is_win).sum(-1)])  # (2, E, 2, N)
-    if args.zero_sum:
-        parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)
+    parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)
     parts = (1 - tau) * parts + tau * parts.mean(-1, keepdims=True)
     decay = args.time_decay ** (time / args.time_decay_seconds)
     return parts[0] + decay[:, None, None] * parts[1]
-
-
-def play_references(agent, args, evaluator, names, device, eval_rng, video_path=None):
-    """TrueSkill evaluation (Appendix J): `eval_games` games against each reference in `names`, all at once (game g
-    faces `names[g // eval_games]`; each bot moves in its own games only).
-
-    Every random draw comes from `eval_rng` (world seeds, bot moves and, by a forked torch generator, the agent's
-    actions), so that evaluating never changes the training run. Returns {reference: (wins, draws, losses) as
-    fractions}. With `video_path`, game 0 (against the first reference) is saved as a GIF (every 4th step).
-    """
-    E, N = args.eval_games * len(names), args.num_heroes
-    env = make_team_env(args.env_id, E, int(eval_rng.integers(2**31)), args.num_heroes)
-    rows, opponent = np.arange(E), np.repeat(np.arange(len(names)), args.eval_games)  # index into names
-    agent_side = rows % args.eval_games % 2  # the agent plays each side in half of the games against each reference
-    with torch.random.fork_rng(), torch.inference_mode():
-        torch.manual_seed(int(eval_rng.integers(2**31)))
-        obs, info = env.reset()
-        frames, step = [], 0
-        state, done, scores = zero_state(agent, E * N, device), torch.zeros(E * N).to(device), np.full(E, np.nan)
-        while np.isnan(scores).any():  # until every game has ended once
-            x = torch.as_tensor(obs[rows, agent_side], device=device).flatten(0, 1)
-            mask = torch.as_tensor(info["action_mask"][rows, agent_side], device=device).flatten(0, 1)
-            active = torch.as_tensor(np.repeat(info["acting"][rows, agent_side].any(-1), N), device=device)
-            action, _, _, _, state = agent.get_action_and_value(x, state, done, active, mask)
-            actions = np.zeros((E, 2, N), dtype=np.int64)
-            actions[rows, agent_side] = action.cpu().numpy().reshape(E, N)
-            for i, name in enumerate(names):
-                games = opponent == i
-                bot = env.bot_actions(name, obs, info, 1 - agent_side, eval_rng, games)[games]
-                actions[rows[games], 1 - agent_side[games]] = bot
-            if video_path and np.isnan(scores[0]) and step % 4 == 0:
-                frames.append(Image.fromarray(env.render(0)))
-            step += 1
-            obs, _, next_done, info = env.step(actions)
-            finished = info["game_over"] & np.isnan(scores)
-            scores[finished] = (info["outcome"][finished, agent_side[finished]] + 1) / 2  # 1 win, 0.5 draw, 0 loss
-            done = torch.as_tensor(np.repeat(next_done, N), dtype=torch.float32, device=device)
-    if frames:
-        os.makedirs(os.path.dirname(video_path), exist_ok=True)
-        frames[0].save(video_path, save_all=True, append_images=frames[1:], duration=100, loop=0)
-    results = {}
-    for i, name in enumerate(names):
-        against = scores[opponent == i]
-        if name in evaluator.references:  # (a held-out bot is not rated)
-            evaluator.update_many(name, against)
-        results[name] = ((against == 1).mean(), (against == 0.5).mean(), (against == 0).mean())
-    return results
 
 
 def play_games(agent, opponent, num_games, num_actions, args, device, rng, record_steps=0):
@@ -820,48 +688,74 @@ def score_weights_of(args: Args, envs) -> dict:
     return weights
 
 
-if __name__ == "__main__":
-    launch_time = time.time()
-    args = tyro.cli(Args)
-    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
-        args = Args(**{**checkpoint["args"], "resume": args.resume})
-    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
-        args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
-        args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
-    worlds = ", ".join(TEAM_ENV_IDS)
-    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {worlds}")
-    for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
-        if getattr(args, key) is None and key != "bot_opponents":  # (which are among the references: below)
-            setattr(args, key, value)
+def check_growth(args: Args, envs, old_env_id: str, unoperated) -> tuple[int, int, int]:
+    """The checkpoint's network fits its world `old_env_id`, and the surgery flags fit what the world `envs` adds (a
+    later version appends its observation features and actions, cleanfive/envs/moba.py: the old keep their index);
+    else one line and exit code 2. Returns (observation size, the old world's, the old world's actions)."""
+    A, old_env = envs.num_actions, make_team_env(old_env_id, 1, args.seed, args.num_heroes)
+    obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
+    fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
+    check(fits, f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
+    check(not args.add_inputs or obs_size > old_obs_size, f"--add-inputs: {args.env_id} adds no inputs; drop the flag")
+    check(not args.add_actions or A > old_A, f"--add-actions: {args.env_id} has no new actions; drop the flag")
+    check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
+    missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
+    check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
+    return obs_size, old_obs_size, old_A
 
-    # torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds;
-    # gradients all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates
+
+def operate_pool(pool, past_agents, trained, old_env_id, surgery, seed, device):
+    """The opponent pool after surgery: the past versions the trained file holds, then its model, each operated on
+    as the model was (`surgery`: the plan, the LSTM scale and the recorded steps that compare them)."""
+    plan, lstm_scale, recorded = surgery
+    if "pool" in trained:
+        pool.load_state_dict(trained["pool"])
+        pool.keys = [f"{old_env_id}/{key}" for key in pool.keys]  # apart from this run's v{iteration}
+    pool.add(f"{old_env_id}/final")
+    pool_delta = 0.0
+    for state in [*trained.get("past_agents", []), trained["model"]]:
+        past = agent_from_state(state).to(device)
+        operated = agent_from_state(operate(past.state_dict(), plan, lstm_scale, seed)).to(device)
+        past_agents.append(operated.eval())
+        pool_delta = max(pool_delta, *compare(past, operated, recorded, device))
+    print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
+
+
+def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
+    """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds; gradients
+    all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates and saves. Returns
+    (rank, local rank, K); close_torchrun ends it."""
     rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     world_size = max(world_size, 1)
     run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
     check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
     if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and
-        # then destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it
-        # first
+        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
+        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
         import torch._dynamo  # noqa: F401
 
         dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
+    return rank, local_rank, world_size
 
-    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later
-    # version
-    check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
-    flag = "--eval-only" if saved else "--checkpoint"
-    trained, old_env_id, unoperated = load_trained(args.checkpoint, flag, saved)
-    check(
-        same_or_later(old_env_id, args.env_id),
-        f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version",
-    )
-    args.num_heroes = unoperated.num_heroes
-    # this process's E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
-    # autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own
+
+def close_torchrun(world_size: int) -> None:
+    if world_size > 1:
+        # a gloo worker frees its last collective's tensors just after it returns; a free during interpreter
+        # shutdown aborts the process (std::terminate), so each waits here (GIL released) for the other
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
+    """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
+    autoreset. The world's defaults fill the flags left unset, the arguments are checked and the derived sizes set,
+    in order; the first line says the world's defaults and what it turned off. On resume, worlds that cannot save
+    their state restart their games with a seed of their own. Returns (world, references, held-out bots, score
+    weights)."""
+    check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
+    for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
+        if getattr(args, key) is None and key != "bot_opponents":  # (which are among the references: below)
+            setattr(args, key, value)
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
     if checkpoint:
@@ -882,38 +776,54 @@ if __name__ == "__main__":
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
-    # the derived sizes, in order
     args.num_heroes = envs.num_heroes
-    args.num_players = envs.num_envs * envs.num_sides * envs.num_heroes  # the heroes this process drives
-    args.batch_size = args.num_players * args.num_steps
-    args.gamma = discount(envs.seconds_per_step, args.horizon_seconds)
-    copies = 2 if args.mirror else 1  # each rollout row, and with --mirror its mirror image (in the update)
+    args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
     team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
     check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
-    args.num_sequences = team_sequences * copies
-    args.minibatch_sequences = args.num_sequences // args.num_minibatches
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
-    E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
-    # a later version appends its observation features and actions (cleanfive/envs/moba.py): the old keep
-    # their index
-    old_env = make_team_env(old_env_id, 1, args.seed, args.num_heroes)
-    obs_size, old_obs_size, old_A = int(np.prod(envs.obs_shape)), int(np.prod(old_env.obs_shape)), old_env.num_actions
-    fits = unoperated.input_index.max() < old_obs_size and unoperated.actor.out_features == old_A
-    check(fits, f"the checkpoint's network does not fit its world {old_env_id}; was it saved by another script?")
-    check(not args.add_inputs or obs_size > old_obs_size, f"--add-inputs: {args.env_id} adds no inputs; drop the flag")
-    check(not args.add_actions or A > old_A, f"--add-actions: {args.env_id} has no new actions; drop the flag")
-    check(A == old_A or args.add_actions, f"{args.env_id} has {A - old_A} new actions: pass --add-actions")
-    missing = sorted(set(args.fold_inputs) - set(unoperated.input_index.tolist()))
-    check(not missing, f"--fold-inputs {missing} are not inputs of the checkpoint's network; pick columns it reads")
-    P, obs_shape = args.num_players, envs.obs_shape
-    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
-    is_win = np.array([name == "win" for name in envs.score_names])
+    if rank == 0 and not args.quiet:
+        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
+        shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
+        defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
+        off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
+        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
+    return envs, references, held_out, score_weights
 
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_name = checkpoint["run_name"] if checkpoint else run_name  # a resumed run keeps its name
-    if world_size > 1:  # every process takes rank 0's
+
+def clip_per_parameter(agent, grad_sq, grad_steps, beta2):
+    """OpenAI Five's gradient clipping: each entry to +-5 sqrt(v), v the running (bias-corrected) second moment of
+    the unclipped gradients, `grad_sq`, kept with Adam's beta2; returns the steps taken."""
+    grad_steps += 1
+    for param, v in zip(agent.parameters(), grad_sq, strict=True):
+        v.mul_(beta2).add_((1 - beta2) * param.grad**2)
+        limit = 5 * torch.sqrt(v / (1 - beta2**grad_steps))
+        param.grad.copy_(torch.maximum(torch.minimum(param.grad, limit), -limit))
+    return grad_steps
+
+
+def log_games(writer, finished, score_names, global_step):
+    """The games that ended in a rollout (`finished`: lists of arrays of their opponent kinds, the learner's outcomes,
+    lengths and team scores): each one's outcome and length, the learner's mean scores, its win rates by opponent."""
+    if not finished["kind"]:
+        return
+    finished = {key: np.concatenate(value) for key, value in finished.items()}
+    for outcome, length in zip(finished["outcome"], finished["length"], strict=True):
+        writer.add_scalar("charts/episodic_return", outcome, global_step)
+        writer.add_scalar("charts/episodic_length", length, global_step)
+    for name, value in zip(score_names, finished["scores"].mean(0), strict=True):  # the learner's team
+        writer.add_scalar(f"scores/{name}", value, global_step)
+    for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
+        if (finished["kind"] == kind).any():
+            writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
+
+
+def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpoint: dict | None):
+    """The run's name (a resumed run keeps its own; under torchrun every process takes rank 0's), wandb (--track) and
+    TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops the events logged
+    after its checkpoint, so that the curves go on from there. Returns (run name, writer)."""
+    run_name = checkpoint["run_name"] if checkpoint else run_name
+    if world_size > 1:
         dist.broadcast_object_list(names := [run_name], 0)
         run_name = names[0]
     if args.track and rank == 0:
@@ -927,14 +837,94 @@ if __name__ == "__main__":
             name=run_name,
             save_code=True,
         )
-    # TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops the events
-    # logged after its checkpoint, so that the curves go on from there
     log_dir = f"runs/{run_name}" + (f"/rank{rank}" if rank else "")
     writer = SummaryWriter(log_dir, purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n" + "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()]),
     )
+    return run_name, writer
+
+
+def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name):
+    """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in half of
+    the games), its table printed; then the run ends."""
+    try:
+        agent.load_state_dict(saved["model"])
+    except RuntimeError as error:
+        refuse("--eval-only", args.eval_only, error, f"a model of {args.env_id} (see --env-id)")
+    video = f"videos/{run_name}/eval.gif" if args.capture_video else None
+    names, N = [*references, *held_out], args.num_heroes
+    results = play_references(agent.eval(), args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video)
+    print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
+    sys.exit(0)
+
+
+def learner_state(agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents) -> dict:
+    """The learner's part of a checkpoint, the same in every process: what resume_learner reads back."""
+    return {
+        "model": agent.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "grad_sq": grad_sq,
+        "grad_steps": grad_steps,
+        "versions": versions,
+        "evaluator": evaluator.state_dict(),
+        "eval_generator": eval_rng.bit_generator.state,
+        "pool": pool.state_dict(),
+        "past_agents": [past.state_dict() for past in past_agents],
+    }
+
+
+def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool, past_agents, rng) -> dict:
+    """--resume (as nanoGPT's train.py): the learner's state, the same in every process, read back key by key from
+    the checkpoint written at the end of the training loop, then this process's generators. Returns this process's
+    part of the checkpoint (its reward statistics and, in a world that saves its state, its games in progress)."""
+    agent.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    evaluator.load_state_dict(checkpoint["evaluator"])
+    eval_rng.bit_generator.state = checkpoint["eval_generator"]
+    pool.load_state_dict(checkpoint["pool"])
+    for state in checkpoint["past_agents"]:
+        past_agents.append(copy.deepcopy(agent).eval())
+        past_agents[-1].load_state_dict(state)
+    local = checkpoint["ranks"][rank]
+    set_rng_states(local["rng"])
+    rng.bit_generator.state = local["generator"]
+    return local
+
+
+if __name__ == "__main__":
+    launch_time = time.time()
+    args = tyro.cli(Args)
+    checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
+    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
+        args = Args(**{**checkpoint["args"], "resume": args.resume})
+    saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
+    if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
+        args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
+        args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
+    rank, local_rank, world_size = init_torchrun(args, checkpoint)
+    # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later
+    # version
+    check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
+    flag = "--eval-only" if saved else "--checkpoint"
+    trained, old_env_id, unoperated = load_trained(args.checkpoint, flag, saved)
+    check(
+        same_or_later(old_env_id, args.env_id),
+        f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version",
+    )
+    args.num_heroes = unoperated.num_heroes
+    envs, references, held_out, score_weights = make_world(args, checkpoint, rank, world_size)
+    gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
+    # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
+    E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
+    obs_size, old_obs_size, old_A = check_growth(args, envs, old_env_id, unoperated)
+    P, obs_shape = E * S * N, envs.obs_shape
+    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
+    is_win = np.array([name == "win" for name in envs.score_names])
+
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name, writer = start_logging(args, run_name, rank, world_size, checkpoint)
     verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
     # TRY NOT TO MODIFY: seeding
@@ -958,12 +948,6 @@ if __name__ == "__main__":
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
-    if verbose:
-        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
-        shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
-        defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
-        off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     if checkpoint:  # a resumed run keeps the reference ratings it started with
         ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
     else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
@@ -971,11 +955,8 @@ if __name__ == "__main__":
     evaluator = ReferenceEvaluator(ratings)
     if verbose:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
-    if saved:  # --eval-only: the model against every reference and held-out bot (sampled actions, each side in half)
-        video = f"videos/{run_name}/eval.gif" if args.capture_video else None
-        results = play_references(agent.eval(), args, evaluator, [*references, *held_out], device, eval_rng, video)
-        print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
-        sys.exit(0)
+    if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
+        evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own
     # generators
@@ -984,23 +965,13 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed + rank)
     rng = np.random.default_rng(args.seed + rank)
 
-    # the past-opponent pool (Appendix N): weights here, qualities (or PFSP's counts) in the pool
+    # the past-opponent pool (Appendix N): weights here, quality scores in the pool
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
     if surgery:  # the same operations on each past version the trained file holds (--save-every's do), then on it
-        plan, lstm_scale, recorded = surgery
-        if "pool" in trained:
-            pool.load_state_dict(trained["pool"])
-            pool.keys = [f"{old_env_id}/{key}" for key in pool.keys]  # apart from this run's v{iteration}
-        pool.add(f"{old_env_id}/final")
-        pool_delta = 0.0
-        for state in [*trained.get("past_agents", []), trained["model"]]:
-            past = agent_from_state(state).to(device)
-            operated = agent_from_state(operate(past.state_dict(), plan, lstm_scale, args.seed)).to(device)
-            past_agents.append(operated.eval())
-            pool_delta = max(pool_delta, *compare(past, operated, recorded, device))
-        print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
-    matchmaking = Matchmaking(E, S, N, references, args)
+        operate_pool(pool, past_agents, trained, old_env_id, surgery, args.seed, device)
+    bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
+    matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_curriculum)
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)
@@ -1030,21 +1001,11 @@ if __name__ == "__main__":
     next_done = torch.zeros(P).to(device)
     next_lstm_state = zero_state(agent, P, device)
     checkpoint_path, last_checkpoint = f"runs/{run_name}/checkpoint.pt", args.resume
-    if checkpoint:  # resume (as nanoGPT's train.py): the saved checkpoint below, read back key by key
+    if checkpoint:  # resume (as nanoGPT's train.py): the checkpoint written at the end of the loop, read back
         start_iteration, global_step = checkpoint["iteration"], checkpoint["global_step"]
-        agent.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
         grad_sq, grad_steps = [v.to(device) for v in checkpoint["grad_sq"]], checkpoint["grad_steps"]
         versions = [{k: v.to(device) for k, v in version.items()} for version in checkpoint["versions"]]
-        evaluator.load_state_dict(checkpoint["evaluator"])
-        eval_rng.bit_generator.state = checkpoint["eval_generator"]
-        pool.load_state_dict(checkpoint["pool"])
-        for state in checkpoint["past_agents"]:
-            past_agents.append(copy.deepcopy(agent).eval())
-            past_agents[-1].load_state_dict(state)
-        local = checkpoint["ranks"][rank]  # this process's generators, reward statistics and games
-        set_rng_states(local["rng"])
-        rng.bit_generator.state = local["generator"]
+        local = resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool, past_agents, rng)
         return_mean, return_var, return_count = local["return_moments"]
         if "world" in local:  # the lane world saves its state: the games in progress go on bit for bit
             envs.load_state_dict(local["world"])
@@ -1104,13 +1065,12 @@ if __name__ == "__main__":
             next_obs_np, scores, next_done_np, info = envs.step(action.cpu().numpy().reshape(E, S, N))
             reward = shape_rewards(scores, weights, is_win, info["time"], tau, args)
             game_scores += scores.sum(2)
-            if args.norm_reward:
-                discounted_return = discounted_return * args.gamma + reward
-                return_mean, return_var, return_count = update_moments(
-                    return_mean, return_var, return_count, torch.as_tensor(discounted_return.reshape(P))
-                )
-                discounted_return[next_done_np] = 0.0
-                reward = reward / np.sqrt(return_var.item() + 1e-8)
+            discounted_return = discounted_return * gamma + reward  # reward scaling (PPO detail)
+            return_mean, return_var, return_count = update_moments(
+                return_mean, return_var, return_count, torch.as_tensor(discounted_return.reshape(P))
+            )
+            discounted_return[next_done_np] = 0.0
+            reward = reward / np.sqrt(return_var.item() + 1e-8)
             rewards[step] = torch.as_tensor(reward.reshape(P), dtype=torch.float32, device=device)
             next_obs = torch.as_tensor(next_obs_np.reshape((P,) + obs_shape), device=device)
             new_actions_on[next_done_np] = rng.random(next_done_np.sum()) < share  # surgery: drawn per new game
@@ -1138,16 +1098,7 @@ if __name__ == "__main__":
         for k, score in past_games:
             pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
 
-        if finished["kind"]:
-            finished = {key: np.concatenate(value) for key, value in finished.items()}
-            for outcome, length in zip(finished["outcome"], finished["length"], strict=True):
-                writer.add_scalar("charts/episodic_return", outcome, global_step)
-                writer.add_scalar("charts/episodic_length", length, global_step)
-            for name, value in zip(envs.score_names, finished["scores"].mean(0), strict=True):  # the learner's team
-                writer.add_scalar(f"scores/{name}", value, global_step)
-            for kind, tag in ((PAST, "league/winrate_vs_past"), (BOT, "league/winrate_vs_bots")):
-                if (finished["kind"] == kind).any():
-                    writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
+        log_games(writer, finished, envs.score_names, global_step)
 
         # bootstrap value if not done
         with torch.no_grad():
@@ -1161,51 +1112,42 @@ if __name__ == "__main__":
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
             advantages, filled_values = gae(  # filled_values: those of the steps without a decision filled in
-                rewards, values, dones, learner_acts, next_value, next_done, left_out, args.gamma, args.gae_lambda
+                rewards, values, dones, learner_acts, next_value, next_done, left_out, gamma, args.gae_lambda
             )
             returns = advantages + filled_values
 
-        # flatten the batch; the policy learns from its own applied actions only, the value from every
-        # decision in the update; the network runs where it ran in the rollout
-        b_obs = obs.reshape((-1,) + obs_shape)
-        b_masks = masks.reshape(-1, A)
-        b_actions = actions.reshape(-1)
-        b_logprobs = logprobs.reshape(-1)
-        b_dones = dones.reshape(-1)
-        b_learner_acts = learner_acts.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = filled_values.reshape(-1)
-        b_policy_weights = (applied * in_update).reshape(-1)
-        b_value_weights = in_update.reshape(-1).float()
-        # truncated BPTT: sequence c * P + p (chunk c of player p) is bptt_len steps from the state it began
-        # with; flatinds (bptt_len, sequences): each one's rows of the flat batch
-        b_h = chunk_h.reshape(num_chunks * P, -1)
-        b_c = chunk_c.reshape(num_chunks * P, -1)
-        flatinds = np.arange(args.batch_size).reshape(num_chunks, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, num_chunks * P)
-        if args.mirror:  # symmetry augmentation (cf. Mittal et al., ICRA 2024), applied once: after the rows, their
-            # left-right mirror images (board flipped, moves mirrored) with the rows' advantages, returns, old
-            # log-probabilities and LSTM states; after the sequences, the images' (`copies` = 2 of each)
+        # flatten the batch; with --mirror (symmetry augmentation, cf. Mittal et al., ICRA 2024), `copies` = 2: after
+        # the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows' advantages,
+        # returns, old log-probabilities, weights and LSTM states. The policy learns from its own applied actions only,
+        # the value from every decision in the update; the network runs where it ran in the rollout
+        copies = 2 if args.mirror else 1
+        b_obs, b_masks, b_actions = obs.reshape((-1,) + obs_shape), masks.reshape(-1, A), actions.reshape(-1)
+        if args.mirror:
             image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
             b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
             b_actions = torch.cat([b_actions, image[b_actions]])
-            b_logprobs, b_dones = b_logprobs.repeat(2), b_dones.repeat(2)
-            b_learner_acts, b_advantages = b_learner_acts.repeat(2), b_advantages.repeat(2)
-            b_returns, b_values = b_returns.repeat(2), b_values.repeat(2)
-            b_policy_weights, b_value_weights = b_policy_weights.repeat(2), b_value_weights.repeat(2)
-            b_h, b_c = b_h.repeat(2, 1), b_c.repeat(2, 1)
-            flatinds = np.concatenate([flatinds, flatinds + args.batch_size], 1)
+        policy_weights, value_weights = applied * in_update, in_update.float()
+        shared = (logprobs, dones, learner_acts, advantages, returns, filled_values, policy_weights, value_weights)
+        b_logprobs, b_dones, b_learner_acts, b_advantages, b_returns, b_values, b_policy_weights, b_value_weights = (
+            x.reshape(-1).repeat(copies) for x in shared
+        )
+        b_h, b_c = (s.reshape(num_chunks * P, -1).repeat(copies, 1) for s in (chunk_h, chunk_c))
+        # truncated BPTT: sequence k * P + p (chunk k of player p, the images' after the rows') is bptt_len steps
+        # from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
+        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P)
+        flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, copies * num_chunks * P)
 
-        # Optimizing the policy and value network
-        team_inds = np.arange(args.num_sequences)
+        # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
+        num_teams = copies * num_chunks * E * S  # team sequences in the update
+        minibatch_teams = num_teams // args.num_minibatches
+        team_inds = np.arange(num_teams)
         clipfracs = []
         finite = torch.tensor(True, device=device)  # numerical faults, checked once after the update
         for _epoch in range(args.update_epochs):
             np.random.shuffle(team_inds)
-            for start in range(0, args.num_sequences, args.minibatch_sequences):
-                mb_teams = team_inds[start : start + args.minibatch_sequences]
-                mb_seqs = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # whole teams: the max-pool
+            for start in range(0, num_teams, minibatch_teams):
+                mb_teams = team_inds[start : start + minibatch_teams]
+                mb_seqs = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # the team's heroes' sequences
                 mb_inds = flatinds[:, mb_seqs].ravel()  # time-major, as get_states reads them
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
                     b_obs[mb_inds],
@@ -1251,13 +1193,7 @@ if __name__ == "__main__":
                     dist.all_reduce(grads)
                     torch.nn.utils.vector_to_parameters(grads, [param.grad for param in agent.parameters()])
                 if args.clip_grad_per_param:  # OpenAI Five: each entry to +-5 sqrt(v), v of the unclipped gradients
-                    grad_steps += 1
-                    beta2 = optimizer.defaults["betas"][1]
-                    bias = 1 - beta2**grad_steps
-                    for param, v in zip(agent.parameters(), grad_sq, strict=True):
-                        v.mul_(beta2).add_((1 - beta2) * param.grad**2)
-                        limit = 5 * torch.sqrt(v / bias)
-                        param.grad.copy_(torch.maximum(torch.minimum(param.grad, limit), -limit))
+                    grad_steps = clip_per_parameter(agent, grad_sq, grad_steps, optimizer.defaults["betas"][1])
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
@@ -1267,10 +1203,11 @@ if __name__ == "__main__":
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
 
-        if args.norm_obs:  # after the update, so that the ratio starts at 1: stats from the rows the network saw
-            agent.update_obs_stats(obs[learner_acts])
-            for buffer in agent.buffers() if world_size > 1 else ():  # rank 0's statistics in every process
-                dist.broadcast(buffer, 0)
+        # observation normalisation (OpenAI Five): after the update, so that the ratio starts at 1; from the rows the
+        # network saw
+        agent.update_obs_stats(obs[learner_acts])
+        for buffer in agent.buffers() if world_size > 1 else ():  # rank 0's statistics in every process
+            dist.broadcast(buffer, 0)
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
@@ -1296,7 +1233,7 @@ if __name__ == "__main__":
             pool.add(f"v{iteration}")
             probs = pool.probabilities()
             writer.add_scalar("league/pool_size", len(pool.keys), global_step)
-            logs = np.log(probs, out=np.zeros_like(probs), where=probs > 0)  # 0 log 0 = 0 (PFSP: p_i = 0)
+            logs = np.log(probs, out=np.zeros_like(probs), where=probs > 0)  # 0 log 0 = 0
             writer.add_scalar("league/opponent_entropy", float(-(probs * logs).sum()), global_step)
             writer.add_histogram("league/opponent_probabilities", probs, global_step)
 
@@ -1305,7 +1242,9 @@ if __name__ == "__main__":
             video_path = f"videos/{run_name}/update_{iteration}.gif" if args.capture_video else None
             last = iteration == args.num_iterations  # the last plays every reference and held-out bot: the summary
             names = [*references, *held_out] if last else evaluator.choose()
-            results = play_references(agent, args, evaluator, names, device, eval_rng, video_path)
+            results = play_references(
+                agent, args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video_path
+            )
             if verbose and last:  # the final model against every reference and held-out bot, and its robust rung
                 trained = trained_bots(vars(args), references)
                 print_reference_table(results, evaluator, args.eval_games, trained, held_out)
@@ -1362,24 +1301,12 @@ if __name__ == "__main__":
             ranks = [local] * world_size
             if world_size > 1:  # each process's under "ranks", gathered by rank 0
                 dist.gather_object(local, ranks if rank == 0 else None, 0)
-            checkpoint = {
-                "args": vars(args),
-                "run_name": run_name,
-                "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "grad_sq": grad_sq,
-                "grad_steps": grad_steps,
-                "versions": versions,
-                "evaluator": evaluator.state_dict(),
-                "eval_generator": eval_rng.bit_generator.state,
-                "pool": pool.state_dict(),
-                "past_agents": [past.state_dict() for past in past_agents],
-                "ranks": ranks,
-            }
+            learner = learner_state(
+                agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents
+            )
+            checkpoint = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
             if rank == 0:
-                atomic_save(checkpoint, checkpoint_path)
+                atomic_save({**checkpoint, **learner, "ranks": ranks}, checkpoint_path)
             last_checkpoint = checkpoint_path
 
     if args.save_model and rank == 0:
@@ -1388,10 +1315,6 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
     writer.close()
-    if world_size > 1:
-        # a gloo worker frees its last collective's tensors just after it returns; a free during interpreter
-        # shutdown aborts the process (std::terminate), so each waits here (GIL released) for the other
-        dist.barrier()
-        dist.destroy_process_group()
+    close_torchrun(world_size)
     if rank == 0:
         print(f"params_sha256={params_sha256(agent)}")

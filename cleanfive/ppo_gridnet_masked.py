@@ -107,9 +107,9 @@ CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer",
 NDARRAY = "__ndarray__"  # a NumPy array in a saved file: {NDARRAY: tensor}, which weights_only=True reads (to_plain)
 
 
-def usage_error(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)  # a user error: one clear line, no traceback, exit code 2
-    sys.exit(2)
+def usage_error(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr)  # one clear line, no traceback; exit code 2: a user error
+    sys.exit(code)
 
 
 def check(ok: bool, message: str) -> None:
@@ -168,8 +168,8 @@ def set_rng_states(states: dict) -> None:
 
 
 def fault_stop(iteration: int, last_checkpoint: str | None) -> None:
-    good = last_checkpoint or "none (use --save-every)"  # a diverged run: one line (stderr), exit code 1
-    sys.exit(f"error: non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}")
+    good = last_checkpoint or "none (use --save-every)"  # a diverged run: one line, exit code 1
+    usage_error(f"non-finite loss or parameters at update {iteration}; stopped. Last good checkpoint: {good}", 1)
 
 
 # END OF RUN MANAGEMENT

@@ -61,7 +61,7 @@ def five_trainer(rng, num_envs):
     flags += ["--policy-lag", str(pick(rng, [0, 0, 1, 2])), "--pool-every", str(pick(rng, [1, 2, 10]))]
     flags += ["--past-fraction", str(pick(rng, [0.0, 0.2, 1.0])), "--bot-fraction", str(pick(rng, [0.0, 0.5, 1.0]))]
     flags += ["--bot-fraction-end", str(pick(rng, [0.0, 0.5, 1.0]))]
-    for name in ("norm-obs", "norm-reward", "norm-adv", "anneal-lr", "clip-vloss", "zero-sum"):
+    for name in ("norm-adv", "anneal-lr", "clip-vloss"):
         flags += toggle(rng, name)
     if rng.random() < 0.4:
         flags += ["--clip-grad-per-param"]
