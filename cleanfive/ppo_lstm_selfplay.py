@@ -592,8 +592,8 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
 
 
 def clip_per_parameter(agent, grad_sq, grad_steps, beta2):
-    """OpenAI Five's gradient clipping: each entry to +-5 sqrt(v), v the running (bias-corrected) second moment of
-    the unclipped gradients, `grad_sq`, kept with Adam's beta2; returns the steps taken."""
+    """OpenAI Five's gradient clipping: each entry to +-5 sqrt(v), v the running (bias-corrected) second
+    moment of the unclipped gradients, `grad_sq`, kept with Adam's beta2; returns the steps taken."""
     grad_steps += 1
     for param, v in zip(agent.parameters(), grad_sq, strict=True):
         v.mul_(beta2).add_((1 - beta2) * param.grad**2)
@@ -603,8 +603,9 @@ def clip_per_parameter(agent, grad_sq, grad_steps, beta2):
 
 
 def log_games(writer, finished, score_names, global_step):
-    """The games that ended in a rollout (`finished`: lists of arrays of their opponent kinds, the learner's outcomes,
-    lengths and team scores): each one's outcome and length, the learner's mean scores, its win rates by opponent."""
+    """The games that ended in a rollout (`finished`: lists of arrays of their opponent kinds, the learner's
+    outcomes, lengths and team scores): each one's outcome and length, the learner's mean scores, its win
+    rates by opponent."""
     if not finished["kind"]:
         return
     finished = {key: np.concatenate(value) for key, value in finished.items()}
@@ -619,9 +620,9 @@ def log_games(writer, finished, score_names, global_step):
 
 
 def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpoint: dict | None):
-    """The run's name (a resumed run keeps its own; under torchrun every process takes rank 0's), wandb (--track) and
-    TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops the events logged
-    after its checkpoint, so that the curves go on from there. Returns (run name, writer)."""
+    """The run's name (a resumed run keeps its own; under torchrun every process takes rank 0's), wandb
+    (--track) and TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops
+    the events logged after its checkpoint, so that the curves go on from there. Returns (run name, writer)."""
     run_name = checkpoint["run_name"] if checkpoint else run_name
     if world_size > 1:
         dist.broadcast_object_list(names := [run_name], 0)
@@ -647,8 +648,8 @@ def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpo
 
 
 def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name):
-    """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in half of
-    the games), its table printed; then the run ends."""
+    """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in
+    half of the games), its table printed; then the run ends."""
     try:
         agent.load_state_dict(saved["model"])
     except RuntimeError as error:
