@@ -50,12 +50,13 @@ def load_agent(path: str, env_ids: tuple[str, ...] = BOARD_ENV_IDS):
     except Exception as exc:  # a missing or foreign file: one line, exit 2 (before the script's imports)
         pv.usage_error(f"cannot read --models {path} ({type(exc).__name__}); pass a --save-model file or a checkpoint")
     pv.check(env_id in env_ids, f"{path} is a model of {env_id}, not of {' or '.join(env_ids)}")
-    state, obs_shape = saved["model"], make_team_env(env_id, 1, 0).obs_shape
-    sizes = (obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
+    state, env = saved["model"], make_team_env(env_id, 1, 0)
+    sizes = (env.obs_shape, len(state["actor.bias"]), 1, len(state["critic.weight"][0]))
     pv.check(
         not saved["args"].get("lstm_skip"), f"{path} was trained with --lstm-skip: play it with the script at eebd269"
     )
-    agent = training_script().Agent(*sizes, saved["args"].get("square_head", False))  # (none before the flag)
+    move_squares = env.move_squares if saved["args"].get("square_head") else None  # (no head before the flag)
+    agent = training_script().Agent(*sizes, move_squares)
     agent.load_state_dict(state)
     return agent.eval(), saved
 

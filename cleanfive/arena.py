@@ -77,7 +77,8 @@ def load_model(path: str) -> Model:
         if saved["args"].get("lstm_skip"):  # (a residual around the LSTM, out of the script after eebd269)
             raise ValueError("it was trained with --lstm-skip; play it with the script at eebd269")
         square_head = saved["args"].get("square_head", False)  # (older files: none)
-        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], square_head)
+        move_squares = env.move_squares if square_head else None  # the head reads each move at the square it fills
+        agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, saved["args"]["hidden_size"], move_squares)
         agent.load_state_dict(saved["model"])
     except Exception as exc:
         if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an old file, or code

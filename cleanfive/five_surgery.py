@@ -849,7 +849,7 @@ def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpo
 
 def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name):
     """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in
-    half of the games), its table printed; then the run ends."""
+    half of the games), its table printed."""
     try:
         agent.load_state_dict(saved["model"])
     except RuntimeError as error:
@@ -858,7 +858,6 @@ def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, 
     names, N = [*references, *held_out], args.num_heroes
     results = play_references(agent.eval(), args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video)
     print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
-    sys.exit(0)
 
 
 def learner_state(agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents) -> dict:
@@ -958,6 +957,7 @@ if __name__ == "__main__":
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
+        sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own
     # generators
@@ -1305,9 +1305,9 @@ if __name__ == "__main__":
             learner = learner_state(
                 agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents
             )
-            checkpoint = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            run = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
             if rank == 0:
-                atomic_save({**checkpoint, **learner, "ranks": ranks}, checkpoint_path)
+                atomic_save({**run, **learner, "ranks": ranks}, checkpoint_path)
             last_checkpoint = checkpoint_path
 
     if args.save_model and rank == 0:

@@ -107,6 +107,7 @@ class Args:
 
 
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
+BOARD_MAPS = 5  # its first layers (Unflatten, the two convolutions and their ReLUs) give each square's features
 # the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
 # next update depends on. The learner's state is the same in every process; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
@@ -275,7 +276,7 @@ class Agent(nn.Module):
         num_actions: int,
         num_heroes: int,
         hidden_size: int,
-        square_head: bool = False,
+        move_squares=None,
     ):
         super().__init__()
         self.num_heroes, self.obs_shape = num_heroes, obs_shape
@@ -312,8 +313,8 @@ class Agent(nn.Module):
                 nn.init.orthogonal_(param, 1.0)
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1)
-        self.square_head = None
-        if square_head and len(obs_shape) == 3:  # --square-head: a third convolution sees a line of four through a
+        self.square_head, self.move_squares = None, move_squares  # the world's square of each move (board games)
+        if move_squares is not None:  # --square-head: a third convolution sees a line of four through a
             self.square_head = nn.Sequential(  # square, then one logit a square, small at first as the actor's
                 nn.Conv2d(BOARD_CHANNELS, BOARD_CHANNELS, 3, padding=1),
                 nn.ReLU(),
@@ -329,15 +330,9 @@ class Agent(nn.Module):
 
     def square_logits(self, maps, x):
         # --square-head: (B, A) logits from the board's convolution features `maps`, each at the square its
-        # move fills: the lowest empty square of its column (Connect Four: planes own, opponent; row 0 the
-        # top) or its own square (TicTacToe)
-        squares = self.square_head(maps)[:, 0]  # (B, H, W)
-        height, width = self.obs_shape[1:]
-        if self.actor.out_features == height * width:  # one move a square
-            return squares.flatten(1)
-        stones = x.reshape(-1, *self.obs_shape)[:, :2].sum((1, 2))  # (B, W)
-        landing = (height - 1 - stones).clamp(min=0).long()
-        return squares.gather(1, landing[:, None, :]).squeeze(1)
+        # move fills, which the world says (envs/board.py: landing_squares, own_squares)
+        squares = self.square_head(maps).flatten(1)  # (B, H * W)
+        return squares.gather(1, self.move_squares(x.reshape(-1, *self.obs_shape)))
 
     def embed(self, x):
         # x: (B, *obs_shape), the N heroes of a team in consecutive rows; returns the LSTM's input and, with
@@ -345,8 +340,8 @@ class Agent(nn.Module):
         if self.square_head is None:
             hidden, squares = self.encoder(self.normalize(x)), None
         else:  # the board encoder's Unflatten and two convolutions, shared with the head
-            maps = self.encoder[:5](self.normalize(x))
-            hidden, squares = self.encoder[5:](maps), self.square_logits(maps, x)
+            maps = self.encoder[:BOARD_MAPS](self.normalize(x))
+            hidden, squares = self.encoder[BOARD_MAPS:](maps), self.square_logits(maps, x)
         hero = torch.arange(self.num_heroes, device=x.device).repeat(x.shape[0] // self.num_heroes)
         hidden = hidden + self.hero_embedding(hero)
         # cross-hero max-pool over the first quarter of the features (Figure 17): heroes see each other's
@@ -572,7 +567,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
     # the board games' flags that a world without a mirror image or a board of squares cannot use: off, said below
-    usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=len(envs.obs_shape) == 3)
+    usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=hasattr(envs, "move_squares"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
@@ -649,7 +644,7 @@ def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpo
 
 def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name):
     """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in
-    half of the games), its table printed; then the run ends."""
+    half of the games), its table printed."""
     try:
         agent.load_state_dict(saved["model"])
     except RuntimeError as error:
@@ -658,7 +653,6 @@ def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, 
     names, N = [*references, *held_out], args.num_heroes
     results = play_references(agent.eval(), args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video)
     print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
-    sys.exit(0)
 
 
 def learner_state(agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents) -> dict:
@@ -725,7 +719,7 @@ if __name__ == "__main__":
 
     device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    agent = Agent(obs_shape, A, N, args.hidden_size, args.square_head).to(device)
+    agent = Agent(obs_shape, A, N, args.hidden_size, envs.move_squares if args.square_head else None).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
     # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
@@ -742,6 +736,7 @@ if __name__ == "__main__":
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
+        sys.exit(0)
 
     # torchrun: the processes built the same network; from here on each plays its own games, with its own
     # generators
@@ -1078,9 +1073,9 @@ if __name__ == "__main__":
             learner = learner_state(
                 agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents
             )
-            checkpoint = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
+            run = {"args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step}
             if rank == 0:
-                atomic_save({**checkpoint, **learner, "ranks": ranks}, checkpoint_path)
+                atomic_save({**run, **learner, "ranks": ranks}, checkpoint_path)
             last_checkpoint = checkpoint_path
 
     if args.save_model and rank == 0:

@@ -19,7 +19,7 @@ def save_selfplay_model(path: Path, env_id: str, num_heroes: int | None = None, 
     env = make_team_env(env_id, 1, 0, num_heroes)
     torch.manual_seed(seed)
     board = len(env.obs_shape) == 3  # the script's --square-head (on by default) on a board only
-    agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, hidden, square_head=board)
+    agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, hidden, env.move_squares if board else None)
     args = vars(Args(env_id=env_id, num_heroes=env.num_heroes, hidden_size=hidden, seed=seed, square_head=board))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"script": "ppo_lstm_selfplay.py", "args": args, "model": agent.state_dict()}, path)

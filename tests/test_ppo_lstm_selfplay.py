@@ -788,7 +788,7 @@ def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(selfplay, 
     torch.manual_seed(0)
     env = selfplay.make_team_env(env_id, 1, 0)
     (channels, height, width), num_actions = env.obs_shape, env.num_actions
-    agent = selfplay.Agent(env.obs_shape, num_actions, 1, 16, square_head=True)
+    agent = selfplay.Agent(env.obs_shape, num_actions, 1, 16, move_squares=env.move_squares)
     torch.nn.init.normal_(agent.square_head[2].weight)  # (its initial weights are near zero)
     rows = 10
     board = torch.randint(-1, 2, (rows, height, width))  # -1 empty, 0 own, 1 the opponent's

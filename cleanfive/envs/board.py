@@ -39,6 +39,7 @@ import re
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 BOARD_ENV_IDS: tuple[str, ...] = ("ConnectFour-v1", "TicTacToe-v1")
 BOT_NAMES: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "search2", "search3", "search4")
@@ -372,6 +373,21 @@ def _ladder_bot(
     return np.where(forced.any(-1), _sample(forced, rng), _sample(safe, rng, _PREFERENCE[env_id]))
 
 
+def own_squares(planes: torch.Tensor) -> torch.Tensor:
+    """TicTacToe's geometry for a network: move ``a`` fills square ``a``. ``planes`` float (B, 3, H, W); returns int64
+    (B, A), each move's square as a flat index into the H x W board (row 0 the top)."""
+    return torch.arange(planes.shape[-2] * planes.shape[-1], device=planes.device).expand(len(planes), -1)
+
+
+def landing_squares(planes: torch.Tensor) -> torch.Tensor:
+    """Connect Four's geometry for a network: the move in column ``c`` fills the lowest empty square of that column,
+    row H - 1 - (stones in it) (row 0 the top; a full column gives its top square, which no legal move picks).
+    ``planes`` float (B, 3, H, W), own and opponent stones first; returns int64 (B, W) flat indices into the board."""
+    height, width = planes.shape[-2:]
+    stones = planes[:, :2].sum((1, 2))  # (B, W): the stones in each column
+    return (height - 1 - stones).clamp(min=0).long() * width + torch.arange(width, device=planes.device)
+
+
 class BoardTeamEnv:
     """envpool ``ConnectFour-v1`` / ``TicTacToe-v1`` as a vectorised 2-sides x 1-hero team environment.
 
@@ -398,6 +414,8 @@ class BoardTeamEnv:
       ``info["time"]`` float64 (E,): when this step's scores were earned, in moves (one move = one second):
       the stones on the board after the move (0 on the step that starts a new game).
     * ``mirror_actions`` int (A,): each move's left-right mirror image (``obs`` flipped on its last axis).
+    * ``move_squares(planes float (B, 3, H, W)) -> int64 (B, A)``: the square each move fills (a flat index into the
+      board): :func:`own_squares` or :func:`landing_squares`, for a network's head that reads each move at its square.
 
     An illegal action by the acting hero raises ValueError (envpool would end the game as a loss for it).
     """
@@ -422,6 +440,7 @@ class BoardTeamEnv:
         # (observations flipped on their last axis) is as good a position for the same side (--mirror)
         cells = np.arange(h * w).reshape(h, w)[:, ::-1]
         self.mirror_actions = np.ascontiguousarray(cells[0] if a == w else cells.reshape(-1))
+        self.move_squares = landing_squares if a == w else own_squares  # (a plain function: networks keep it)
         import envpool  # here, not at the top: importing it takes ~2 s, which the lane world and football need not pay
 
         self._env: Any = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
