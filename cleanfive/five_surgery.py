@@ -1,4 +1,5 @@
 # docs and experiment results: docs/five_surgery.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import argparse
 import copy
 import hashlib
 import os
@@ -43,17 +44,19 @@ class Args:
     # the trained model to operate on: a file of ppo_lstm_selfplay.py's `--save-model` or `--save-every` (its
     # pool is operated too), or of this script's; a resumed run does not operate again, but reads it
     checkpoint: str | None = None
-    env_id: str = "Moba5v5-v1"  # the world to continue training in: the checkpoint's world or a later version of it
-    # total environment steps (a step moves every hero of both sides of one game; default: the world's)
-    total_timesteps: int | None = None
-    learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
-    num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
+    # the world to continue training in: the checkpoint's world or a later version of it. The flags marked (world)
+    # hold its settings; --env-id fills them with its world's (envs/teams.py: world_defaults), which --help shows
+    env_id: str = "Moba5v5-v1"
+    # total environment steps (a step moves every hero of both sides of one game) (world)
+    total_timesteps: int = 3_000_000
+    learning_rate: float = 1e-3  # the learning rate of the optimizer (world)
+    num_envs: int = 32  # parallel games of each process (world; torchrun: K processes, K times as many)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    horizon_seconds: float | None = None  # horizon H in game seconds: gamma = 1 - T / H, T a step's (default: world's)
+    horizon_seconds: float = 100.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's (world)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
-    num_minibatches: int | None = None  # the number of mini-batches (default: the world's)
+    num_minibatches: int = 4  # the number of mini-batches (world)
     update_epochs: int = 4  # the K epochs to update the policy
     norm_adv: bool = True  # toggles advantages normalization
     clip_coef: float = 0.2  # the surrogate clipping coefficient
@@ -82,18 +85,18 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
-    # defaults: the world's, printed on the first line)
-    bot_fraction: float | None = None
-    bot_fraction_end: float | None = None
-    # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
-    bot_opponents: tuple[str, ...] | None = None
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only) (world)
+    bot_fraction: float = 0.2
+    bot_fraction_end: float = 0.0
+    # the bot games' bots, perturbed ones too (e.g. search2+random30); the world's are kept to the references;
+    # (): every reference (world)
+    bot_opponents: tuple[str, ...] = ()
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
     references: tuple[str, ...] = ()  # scripted reference bots, the first the anchor at mu = 0 (empty: the world's)
     reference_games: int = 400  # games per pair of references to rate the reference pool once at start
-    eval_every: int | None = None  # evaluate against the references every this many updates (default: the world's)
+    eval_every: int = 40  # evaluate against the references every this many updates (world)
     eval_games: int = 64  # games per chosen reference at each evaluation
 
     # Model surgery (OpenAI Five, Appendix B): each operation is off unless its flag is given
@@ -721,6 +724,15 @@ def operate_pool(pool, past_agents, trained, old_env_id, surgery, seed, device):
     print(f"surgery: {len(past_agents)} versions in the opponent pool operated alike, max |delta| {pool_delta:.2e}")
 
 
+def world_args(argv: list[str]) -> Args:
+    """Args whose flags marked (world) hold the settings of the world that --env-id in `argv` names (its
+    world_defaults), so that --help and the run show them; an unknown id is refused later, by make_world."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--env-id", "--env_id", default=Args.env_id)
+    env_id = parser.parse_known_args(argv)[0].env_id
+    return Args(env_id=env_id, **(world_defaults(env_id) if env_id in TEAM_ENV_IDS else {}))
+
+
 def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
     """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds; gradients
     all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates and saves. Returns
@@ -748,14 +760,11 @@ def close_torchrun(world_size: int) -> None:
 
 def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
-    autoreset. The world's defaults fill the flags left unset, the arguments are checked and the derived sizes set,
-    in order; the first line says the world's defaults and what it turned off. On resume, worlds that cannot save
+    autoreset. The arguments are checked and the derived sizes set, in order; the first line says the world's
+    settings and what it turned off. On resume, worlds that cannot save
     their state restart their games with a seed of their own. Returns (world, references, held-out bots, score
     weights)."""
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
-    for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
-        if getattr(args, key) is None and key != "bot_opponents":  # (which are among the references: below)
-            setattr(args, key, value)
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
     if checkpoint:
@@ -766,9 +775,8 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         usage_error(str(error))
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
-    if args.bot_opponents is None:  # the world's bot opponents among the references, in their order
-        bots = world_defaults(args.env_id)["bot_opponents"]
-        args.bot_opponents = tuple(name for name in references if name in bots)
+    if args.bot_opponents == world_defaults(args.env_id)["bot_opponents"]:  # the world's: among the references
+        args.bot_opponents = tuple(name for name in references if name in args.bot_opponents)
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
     # the board games' flag that a world without a mirror image cannot use: off, and the first line says so
@@ -783,7 +791,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
     if rank == 0 and not args.quiet:
-        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
+        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the flags marked (world)
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
         off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
@@ -895,7 +903,7 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
-    args = tyro.cli(Args)
+    args = tyro.cli(Args, default=world_args(sys.argv[1:]))
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})

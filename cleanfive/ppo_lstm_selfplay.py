@@ -1,4 +1,5 @@
 # docs and experiment results: docs/ppo_lstm_selfplay.md (mkdocs site: `uv run --all-extras mkdocs serve`)
+import argparse
 import copy
 import hashlib
 import os
@@ -41,19 +42,20 @@ class Args:
     # Algorithm specific arguments
 
     # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0,
-    # Moba5v5-v1, VmasFootball-v0); the default is the one that visibly learns in minutes on a CPU
+    # Moba5v5-v1, VmasFootball-v0); the default visibly learns in minutes on a CPU. The flags marked (world) hold
+    # its settings; --env-id fills them with its world's (envs/teams.py: world_defaults), which --help shows
     env_id: str = "ConnectFour-v1"
-    num_heroes: int | None = None  # heroes per side, sharing one policy (default: the world's, printed first)
-    # total environment steps (a step moves every hero of both sides of one game; default: the world's)
-    total_timesteps: int | None = None
-    learning_rate: float | None = None  # the learning rate of the optimizer (default: the world's)
-    num_envs: int | None = None  # parallel games of each process (default: the world's; torchrun: K processes, K times)
+    num_heroes: int = 1  # heroes per side, sharing one policy (world)
+    # total environment steps (a step moves every hero of both sides of one game) (world)
+    total_timesteps: int = 1_500_000
+    learning_rate: float = 2e-3  # the learning rate of the optimizer (world)
+    num_envs: int = 64  # parallel games of each process (world; torchrun: K processes, K times as many)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    horizon_seconds: float | None = None  # horizon H in game seconds: gamma = 1 - T / H, T a step's (default: world's)
+    horizon_seconds: float = 10.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's (world)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
-    num_minibatches: int | None = None  # the number of mini-batches (default: the world's)
+    num_minibatches: int = 4  # the number of mini-batches (world)
     update_epochs: int = 4  # the K epochs to update the policy
     norm_adv: bool = True  # toggles advantages normalization
     clip_coef: float = 0.2  # the surrogate clipping coefficient
@@ -87,18 +89,18 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only;
-    # defaults: the world's, printed on the first line)
-    bot_fraction: float | None = None
-    bot_fraction_end: float | None = None
-    # the bot games' bots, perturbed too (e.g. search2+random30); default: the world's, (): all references
-    bot_opponents: tuple[str, ...] | None = None
+    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only) (world)
+    bot_fraction: float = 0.5
+    bot_fraction_end: float = 0.5
+    # the bot games' bots, perturbed ones too (e.g. search2+random30); the world's are kept to the references;
+    # (): every reference (world)
+    bot_opponents: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "search2", "search3")
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
 
     references: tuple[str, ...] = ()  # scripted reference bots, the first the anchor at mu = 0 (empty: the world's)
     reference_games: int = 400  # games per pair of references to rate the reference pool once at start
-    eval_every: int | None = None  # evaluate against the references every this many updates (default: the world's)
+    eval_every: int = 10  # evaluate against the references every this many updates (world)
     eval_games: int = 64  # games per chosen reference at each evaluation
 
     # to be filled in runtime
@@ -516,6 +518,15 @@ def score_weights_of(args: Args, envs) -> dict:
     return weights
 
 
+def world_args(argv: list[str]) -> Args:
+    """Args whose flags marked (world) hold the settings of the world that --env-id in `argv` names (its
+    world_defaults), so that --help and the run show them; an unknown id is refused later, by make_world."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--env-id", "--env_id", default=Args.env_id)
+    env_id = parser.parse_known_args(argv)[0].env_id
+    return Args(env_id=env_id, **(world_defaults(env_id) if env_id in TEAM_ENV_IDS else {}))
+
+
 def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
     """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds; gradients
     all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates and saves. Returns
@@ -543,14 +554,11 @@ def close_torchrun(world_size: int) -> None:
 
 def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
-    autoreset. The world's defaults fill the flags left unset, the arguments are checked and the derived sizes set,
-    in order; the first line says the world's defaults and what it turned off. On resume, worlds that cannot save
+    autoreset. The arguments are checked and the derived sizes set, in order; the first line says the world's
+    settings and what it turned off. On resume, worlds that cannot save
     their state restart their games with a seed of their own. Returns (world, references, held-out bots, score
     weights)."""
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
-    for key, value in world_defaults(args.env_id).items():  # the world's defaults for the flags left unset
-        if getattr(args, key) is None and key != "bot_opponents":  # (which are among the references: below)
-            setattr(args, key, value)
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
     if checkpoint:
@@ -561,9 +569,8 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         usage_error(str(error))
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
-    if args.bot_opponents is None:  # the world's bot opponents among the references, in their order
-        bots = world_defaults(args.env_id)["bot_opponents"]
-        args.bot_opponents = tuple(name for name in references if name in bots)
+    if args.bot_opponents == world_defaults(args.env_id)["bot_opponents"]:  # the world's: among the references
+        args.bot_opponents = tuple(name for name in references if name in args.bot_opponents)
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
     # the board games' flags that a world without a mirror image or a board of squares cannot use: off, said below
@@ -578,7 +585,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
     if rank == 0 and not args.quiet:
-        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the world's defaults of unset flags
+        shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the flags marked (world)
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
         off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
@@ -690,13 +697,13 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
-    args = tyro.cli(Args)
+    args = tyro.cli(Args, default=world_args(sys.argv[1:]))
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for key in ("env_id", "num_heroes", "hidden_size", "square_head") if saved else ():  # its network
-        setattr(args, key, getattr(Args(**saved["args"]), key))
+    for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)) if saved else ():
+        setattr(args, key, getattr(Args(**saved["args"]), key))  # its network, and its world's (world) flags
     rank, local_rank, world_size = init_torchrun(args, checkpoint)
     envs, references, held_out, score_weights = make_world(args, checkpoint, rank, world_size)
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)

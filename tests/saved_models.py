@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from cleanfive.envs.teams import make_team_env
-from cleanfive.ppo_lstm_selfplay import Agent, Args
+from cleanfive.ppo_lstm_selfplay import Agent, world_args
 
 
 def save_selfplay_model(path: Path, env_id: str, num_heroes: int | None = None, seed: int = 0, hidden: int = 16):
@@ -20,7 +20,8 @@ def save_selfplay_model(path: Path, env_id: str, num_heroes: int | None = None, 
     torch.manual_seed(seed)
     board = len(env.obs_shape) == 3  # the script's --square-head (on by default) on a board only
     agent = Agent(env.obs_shape, env.num_actions, env.num_heroes, hidden, env.move_squares if board else None)
-    args = vars(Args(env_id=env_id, num_heroes=env.num_heroes, hidden_size=hidden, seed=seed, square_head=board))
+    args = vars(world_args(["--env-id", env_id]))  # its world's settings, as a run of it saves them
+    args |= dict(num_heroes=env.num_heroes, hidden_size=hidden, seed=seed, square_head=board)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"script": "ppo_lstm_selfplay.py", "args": args, "model": agent.state_dict()}, path)
     return str(path)

@@ -902,3 +902,20 @@ def test_a_file_from_before_square_head_is_converted_then_played_without_one(dri
     assert result.returncode == 0, result.stderr
     rows = [line.split("`")[1] for line in result.stdout.splitlines() if line.startswith("| `")]
     assert rows == ["random", "greedy", "greedy+random15", "greedy+opening4"], result.stdout  # and greedy's held-out
+
+
+def test_the_flags_marked_world_hold_the_default_worlds_settings(script):
+    """Args shows a run's settings: the flags marked (world) default to the default world's world_defaults, and
+    world_args gives another --env-id's (the flag in either spelling, with or without `=`); an unknown id keeps
+    Args' own, for make_world to refuse with one line."""
+    from cleanfive.envs.teams import world_defaults
+
+    own = world_defaults(script.Args.env_id)
+    args = script.Args()
+    kept = {key: getattr(args, key) for key in own if not (key == "num_heroes" and hasattr(args, "checkpoint"))}
+    assert kept == {key: value for key, value in own.items() if key in kept}
+    for argv in (["--env-id", "VmasFootball-v0"], ["--env_id=VmasFootball-v0", "--seed", "2"]):
+        football = script.world_args(argv)
+        assert football.env_id == "VmasFootball-v0"
+        assert {key: getattr(football, key) for key in own} == world_defaults("VmasFootball-v0")
+    assert script.world_args(["--env-id", "Nowhere-v0"]).num_envs == args.num_envs
