@@ -761,9 +761,8 @@ def close_torchrun(world_size: int) -> None:
 def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
     autoreset. The arguments are checked and the derived sizes set, in order; the first line says the world's
-    settings and what it turned off. On resume, worlds that cannot save
-    their state restart their games with a seed of their own. Returns (world, references, held-out bots, score
-    weights)."""
+    settings and what it turned off. On resume, worlds that cannot save their state restart their games with a seed
+    of their own. Returns (world, references, held-out bots, score weights)."""
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
