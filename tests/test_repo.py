@@ -680,3 +680,23 @@ def test_every_skip_for_a_missing_requirement_goes_through_tests_needs():
         assert "importorskip" not in text, f"{path.name}: use tests/needs.py (a `missing:` reason) instead"
         assert 'shutil.which("java")' not in text, f"{path.name}: use tests/needs.py's needs_microrts"
         assert "skipif(no_" not in text, f"{path.name}: use tests/needs.py's needs() for what the machine lacks"
+
+
+def test_the_five_pair_shares_every_helper_but_what_surgery_changes():
+    """Every function and class that both Five scripts define is the same text in both, except those surgery
+    changes (its Args, its Agent, its argument checks and the one flag its world can use), so that
+    `diff ppo_lstm_selfplay.py five_surgery.py` shows model surgery and no drift between copies."""
+    import ast
+
+    def defs(name):
+        source = (ROOT / "cleanfive" / f"{name}.py").read_text()
+        nodes = ast.parse(source).body
+        return {
+            n.name: ast.get_source_segment(source, n) for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef)
+        }
+
+    selfplay, surgery = defs("ppo_lstm_selfplay"), defs("five_surgery")
+    shared = set(selfplay) & set(surgery)
+    assert len(shared) >= 30, sorted(shared)
+    drifted = sorted(name for name in shared if selfplay[name] != surgery[name])
+    assert drifted == ["Agent", "Args", "check_args", "make_world"], drifted
