@@ -783,7 +783,6 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
-    args.num_heroes = envs.num_heroes
     args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
     team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"

@@ -577,7 +577,6 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
-    args.num_heroes = envs.num_heroes
     args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
     team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
@@ -701,8 +700,9 @@ if __name__ == "__main__":
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)) if saved else ():
-        setattr(args, key, getattr(Args(**saved["args"]), key))  # its network, and its world's (world) flags
+    if saved:  # --eval-only: the saved run's network, and its world's (world) flags
+        for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)):
+            setattr(args, key, getattr(Args(**saved["args"]), key))
     rank, local_rank, world_size = init_torchrun(args, checkpoint)
     envs, references, held_out, score_weights = make_world(args, checkpoint, rank, world_size)
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
