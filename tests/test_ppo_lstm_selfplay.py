@@ -912,8 +912,8 @@ def test_the_flags_marked_world_hold_the_default_worlds_settings(script):
 
     own = world_defaults(script.Args.env_id)
     args = script.Args()
-    kept = {key: getattr(args, key) for key in own if not (key == "num_heroes" and hasattr(args, "checkpoint"))}
-    assert kept == {key: value for key, value in own.items() if key in kept}
+    checked = [key for key in own if not (key == "num_heroes" and hasattr(args, "checkpoint"))]  # surgery: its model's
+    assert len(checked) >= 9 and all(getattr(args, key) == own[key] for key in checked), (vars(args), own)
     for argv in (["--env-id", "VmasFootball-v0"], ["--env_id=VmasFootball-v0", "--seed", "2"]):
         football = script.world_args(argv)
         assert football.env_id == "VmasFootball-v0"
