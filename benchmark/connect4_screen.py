@@ -69,7 +69,7 @@ def flags(setting: str, steps: int, base: list[str]) -> list[str]:
 
 
 def script(setting: str) -> str:
-    """The training script of ``setting``: this tree's, or that of BEFORE[setting] (written to benchmark/out/)."""
+    """The training script of ``setting``: this tree's, or that of BEFORE[setting] (provenance.script_at)."""
     return str(pv.script_at(BEFORE[setting], SCRIPT) if setting in BEFORE else SCRIPT)
 
 

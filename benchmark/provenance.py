@@ -232,11 +232,15 @@ def last_line(cmd: list[str], prefix: str, cwd: Path = ROOT) -> dict[str, str]:
     return fields(lines[-1])
 
 
+SCRIPTS_AT = Path(tempfile.gettempdir()) / "cleanfive_scripts_at"  # --script-at's scripts of earlier commits
+
+
 def script_at(commit: str, script: Path) -> Path:
-    """``script`` (a path under the root) as it was at ``commit``, written to benchmark/out/ to run with this tree's
-    worlds and helpers: one change's effect, side by side with today's script. Written atomically, as the runs of a
-    benchmark's threads each ask for it while others may already be starting it."""
-    path = ROOT / "benchmark" / "out" / f"{script.stem}_{commit}.py"
+    """``script`` (a path under the root) as it was at ``commit``, written to SCRIPTS_AT (outside the tree: an old
+    script is history, not part of the project) to run with this tree's worlds and helpers: one change's effect, side
+    by side with today's script. Written atomically, as the runs of a benchmark's threads each ask for it while others
+    may already be starting it."""
+    path = SCRIPTS_AT / f"{script.stem}_{commit}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     where = f"{commit}:{script.relative_to(ROOT).as_posix()}"
     shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)
