@@ -19,13 +19,7 @@ from cleanfive.envs.football import FootballTeamEnv
 
 DOC = pv.ROOT / "docs" / "speed.md"
 PARSER = pv.parser(__file__, __doc__, extra=False)
-PARSER.add_argument(
-    "--batch-sizes",
-    type=int,
-    nargs="+",
-    default=[64, 256, 1024, 4096],
-    help="games stepped at once, one measurement each",
-)
+pv.add_batch_sizes(PARSER)
 PARSER.add_argument("--devices", nargs="+", default=["cpu", "cuda"], help="cuda is skipped where there is none")
 PARSER.add_argument("--num-heroes", type=int, default=5, help="heroes a side")
 PARSER.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per row")

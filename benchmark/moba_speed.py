@@ -25,13 +25,7 @@ FRAME = pv.ROOT / "docs" / "img" / "moba_frame.png"
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 PARSER = pv.parser(__file__, __doc__, extra=False)
 PARSER.add_argument("--env-id", default=MOBA_ENV_IDS[0], choices=MOBA_ENV_IDS, help="which version of the lane world")
-PARSER.add_argument(
-    "--batch-sizes",
-    type=int,
-    nargs="+",
-    default=[64, 256, 1024, 4096],
-    help="games stepped at once, one measurement each",
-)
+pv.add_batch_sizes(PARSER)
 PARSER.add_argument("--num-heroes", type=int, default=5, help="heroes a side")
 PARSER.add_argument("--seconds", type=float, default=10.0, help="wall-clock budget per batch size")
 PARSER.add_argument("--processes", type=int, default=1, help="independent processes per batch size")

@@ -232,6 +232,17 @@ def last_line(cmd: list[str], prefix: str, cwd: Path = ROOT) -> dict[str, str]:
     return fields(lines[-1])
 
 
+def add_batch_sizes(parser: argparse.ArgumentParser) -> None:
+    """The world-speed benchmarks' --batch-sizes (football_speed.py, moba_speed.py)."""
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=[64, 256, 1024, 4096],
+        help="games stepped at once, one measurement each",
+    )
+
+
 SCRIPTS_AT = Path(tempfile.gettempdir()) / "cleanfive_scripts_at"  # --script-at's scripts of earlier commits
 
 
