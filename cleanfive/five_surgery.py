@@ -1059,12 +1059,15 @@ if __name__ == "__main__":
                     next_obs, prev_state, next_done, learner_acts[step], next_mask
                 )
                 values[step] = value.flatten()
-                # the opponents drive their side in their own games: past versions (own network), then bots
-                rows, opponent_action, opponent_state = matchmaking.opponent_actions(
-                    past_agents, envs, next_obs_np, info, rng, next_obs, prev_state, next_done, team_acts, next_mask
+                # the opponents drive their side in their own games: past versions with their own networks, then bots
+                rows, past_action, past_state = matchmaking.past_actions(
+                    past_agents, next_obs, prev_state, next_done, team_acts, next_mask
                 )
-                action[rows] = opponent_action
-                next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = opponent_state
+                action[rows] = past_action
+                next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = past_state
+                rows, bot_action = matchmaking.bot_actions(envs, next_obs_np, info, rng, device)
+                action[rows] = bot_action
+                next_lstm_state[0][:, rows], next_lstm_state[1][:, rows] = 0.0, 0.0  # a bot has no LSTM state
             actions[step] = action
             logprobs[step] = logprob
 

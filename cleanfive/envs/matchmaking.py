@@ -34,10 +34,10 @@ class Matchmaking:
         side = 1 - self.learner_side[games]
         return ((games * self.num_sides + side)[:, None] * self.num_heroes + np.arange(self.num_heroes)).reshape(-1)
 
-    def opponent_actions(self, past_agents, envs, obs_np, info, rng, x, state, done, team_acts, mask):
-        """The opponents' moves in their own games only: the rows (game, side, hero) they drive, their actions
-        there and those rows' LSTM states after this step (a past version's own network, from `state`; a bot has
-        none: zeros)."""
+    def past_actions(self, past_agents, x, state, done, team_acts, mask):
+        """The past versions' moves in their own games, each from its own network (the inputs are
+        get_action_and_value's, for every row): the rows (game, side, hero) they drive, their actions there and those
+        rows' LSTM states after this step."""
         nothing = torch.zeros(0, dtype=torch.long, device=x.device)
         parts = [(nothing, nothing, state[0][:, :0], state[1][:, :0])]  # rows, actions, h, c; cat needs one
         for k in np.unique(self.index[self.kind == PAST]):
@@ -47,14 +47,19 @@ class Matchmaking:
                 x[mine], (state[0][:, mine], state[1][:, mine]), done[mine], team_acts[mine], mask[mine]
             )
             parts.append((mine, action, h, c))
-        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last first: seeded runs repeat
-            games = (self.kind == BOT) & (self.index == b)
-            bot = envs.bot_actions(self.bots[b], obs_np, info, 1 - self.learner_side, rng, games)[games]
-            mine = torch.as_tensor(self.opponent_rows(np.flatnonzero(games)), device=x.device)
-            none = state[0].new_zeros(1, len(mine), state[0].shape[2])
-            parts.append((mine, torch.as_tensor(bot.reshape(-1), device=x.device), none, none))
         rows, actions, h, c = zip(*parts, strict=True)
         return torch.cat(rows), torch.cat(actions), (torch.cat(h, 1), torch.cat(c, 1))
+
+    def bot_actions(self, envs, obs_np, info, rng, device):
+        """The bots' moves in their own games, from the world's state (a bot has no LSTM): the rows (game, side,
+        hero) they drive and their actions there."""
+        rows, actions = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        for b in np.unique(self.index[self.kind == BOT])[::-1]:  # the last first: seeded runs repeat
+            games = (self.kind == BOT) & (self.index == b)
+            rows.append(self.opponent_rows(np.flatnonzero(games)))
+            bot = envs.bot_actions(self.bots[b], obs_np, info, 1 - self.learner_side, rng, games)
+            actions.append(bot[games].reshape(-1))
+        return tuple(torch.as_tensor(np.concatenate(part), device=device) for part in (rows, actions))
 
     def new_games(self, games, pool, bot_share, rng):
         """Draw the opponents of the new `games`: a past version from `pool` with probability past_fraction (none
