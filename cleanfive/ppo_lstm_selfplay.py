@@ -213,6 +213,20 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def stretched_lstm(lstm, hidden, done, lstm_state):
+    """The LSTM when every hero acts at every step (the lane world): one call per stretch of steps without a game
+    end. hidden (T, B, features); done (T, B): a game ended before the step, which zeroes its heroes' state. Returns
+    (outputs (T, B, H), lstm_state after step T - 1)."""
+    starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
+    lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
+    (h, c), outputs = lstm_state, []
+    for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
+        kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
+        out, (h, c) = lstm(stretch, (kept * h, kept * c))
+        outputs.append(out)
+    return torch.cat(outputs), (h, c)
+
+
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
     between two game ends. hidden (K, features): the K active hero-steps, hero by hero in time order, step t
@@ -362,14 +376,8 @@ class Agent(nn.Module):
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
             hidden, squares = self.embed(x)
             hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
-            starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
-            lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
-            (h, c), outputs = lstm_state, []
-            for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
-                kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
-                out, (h, c) = self.lstm(stretch, (kept * h, kept * c))
-                outputs.append(out)
-            return torch.cat(outputs).flatten(0, 1), (h, c), squares
+            outputs, lstm_state = stretched_lstm(self.lstm, hidden, done, lstm_state)
+            return outputs.flatten(0, 1), lstm_state, squares
         # else one padded LSTM call over the active hero-steps (padded_lstm); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         squares = None if self.square_head is None else x.new_zeros(len(x), self.actor.out_features)
