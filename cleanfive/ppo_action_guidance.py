@@ -152,7 +152,7 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
 
 def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: a file from before 2026-11-27, or code
+    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an older file, or code
         reason = "it holds objects other than tensors and plain values"
     usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 

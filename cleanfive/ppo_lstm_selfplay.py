@@ -146,7 +146,7 @@ def load_saved(path: str, flag: str, keys: tuple[str, ...]) -> dict:
 
 def refuse(flag: str, path: str, exc: Exception, wanted: str) -> None:
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: a file from before 2026-11-27, or code
+    if "GLOBAL" in str(exc):  # weights_only refused a pickled class or function: an older file, or code
         reason = "it holds objects other than tensors and plain values"
     usage_error(f"cannot use {flag} {path} ({reason}); pass {wanted} (an older one: cleanfive/convert_saved.py)")
 
@@ -576,8 +576,10 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         usage_error(str(error))
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
-    if args.bot_opponents == world_defaults(args.env_id)["bot_opponents"]:  # the world's: among the references
-        args.bot_opponents = tuple(name for name in references if name in args.bot_opponents)
+    # the bot games' bots: the world's bots that are not references are left out, and the first line says so
+    dropped = [name for name in args.bot_opponents if name in envs.bot_names and name not in references]
+    args.bot_opponents = tuple(name for name in args.bot_opponents if name not in dropped)
+    check(args.bot_opponents or not dropped, f"--bot-opponents {' '.join(dropped)}: not among the references")
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
     # the board games' flags that a world without a mirror image or a board of squares cannot use: off, said below
@@ -595,6 +597,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
         off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
+        off += f", --bot-opponents without {' '.join(dropped)} (not among the references)" if dropped else ""
         print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     return envs, references, held_out, score_weights
 
@@ -736,8 +739,7 @@ if __name__ == "__main__":
     agent = Agent(obs_shape, A, N, args.hidden_size, envs.move_squares if args.square_head else None).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
-    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all of them
-    # early on)
+    # staleness (Appendix M): rollouts act with the oldest of the last policy_lag + 1 versions (all, early on)
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
@@ -752,8 +754,7 @@ if __name__ == "__main__":
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
         sys.exit(0)
 
-    # torchrun: the processes built the same network; from here on each plays its own games, with its own
-    # generators
+    # torchrun: every process built the same network; from here on each plays its own games, own generators
     random.seed(args.seed + rank)
     np.random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)
@@ -995,13 +996,13 @@ if __name__ == "__main__":
         # observation normalisation (OpenAI Five): after the update, so that the ratio starts at 1; from the rows the
         # network saw
         agent.update_obs_stats(obs[learner_acts])
-        for buffer in agent.buffers() if world_size > 1 else ():  # rank 0's statistics in every process
-            dist.broadcast(buffer, 0)
+        if world_size > 1:  # rank 0's statistics in every process
+            for buffer in agent.buffers():
+                dist.broadcast(buffer, 0)
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
-        # numerical faults: the losses, the parameters and the outputs the next rollout starts from must be
-        # finite
+        # numerical faults: the losses, the parameters and the next rollout's first outputs must be finite
         with torch.no_grad():
             hidden, _, squares = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()

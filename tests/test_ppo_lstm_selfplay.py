@@ -50,6 +50,7 @@ USER_ERRORS = [
     (["--policy-lag", "-1"], "--policy-lag"),
     (["--bot-fraction", "1.5"], "--bot-fraction"),
     (["--bot-opponents", "greedy", "search9"], "unknown --bot-opponents ['search9']"),
+    (["--references", "random", "greedy", "--bot-opponents", "search3"], "--bot-opponents search3: not among the"),
     (["--score-weights", "gold=1"], "ConnectFour-v1's components are win"),
     (["--score-weights", "win=much"], "name=number"),
     (["--score-weights", "win=inf"], "name=number"),
@@ -247,6 +248,11 @@ def test_bot_fraction_plays_games_against_the_reference_bots(driven):
     stones, so every move), its bot games are against random play, of which it wins about half."""
 
     tactical, random_only = bot_game_rates(driven, "tactical"), bot_game_rates(driven, "random only")
+    # BOTS' --references greedy lookahead: the default bot games' other bots are left out, and the first line says so
+    first_line = driven["bots", "tactical"][0].stdout.splitlines()[0]
+    assert "--bot-opponents greedy lookahead," in first_line, first_line
+    assert first_line.endswith(", --bot-opponents without random search1 search2 search3 (not among the references)")
+    assert "--bot-opponents greedy+opening42," in driven["bots", "random only"][0].stdout.splitlines()[0]
     assert len(tactical) >= 8 and np.mean([e.value for e in tactical]) < 0.25, [e.value for e in tactical]
     assert len(random_only) >= 8 and np.mean([e.value for e in random_only]) > 0.3, [e.value for e in random_only]
 

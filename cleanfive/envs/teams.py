@@ -37,8 +37,8 @@ TEAM_ENV_IDS: tuple[str, ...] = MOBA_ENV_IDS + FOOTBALL_ENV_IDS + BOARD_ENV_IDS
 
 
 def world_defaults(env_id: str) -> dict:
-    """The values a training script takes, in world ``env_id``, for the flags it leaves unset (None); its first line
-    prints them. Raises ValueError for an unknown id."""
+    """The values of a training script's flags marked (world) in world ``env_id``: its ``world_args`` puts them in
+    ``Args``, so that ``--help`` shows them, and its first line prints them. Raises ValueError for an unknown id."""
     # the board games', which the team worlds change; half of the games against the bots to the end: annealed to 0,
     # Connect Four stalled near `greedy`; a horizon of 10 plies (gamma 0.9), so that a win taken now beats the same win
     # later, and twice the team worlds' learning rate: with both, 62 % of Connect Four games against `lookahead` late
