@@ -85,7 +85,7 @@ class Args:
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
-    # bot_fraction_end: a curriculum that is not part of OpenAI Five's recipe (0 and 0: self-play only) (world)
+    # bot_fraction_end (equal: a fixed mix); not in OpenAI Five's recipe (0 and 0: self-play only) (world)
     bot_fraction: float = 0.2
     bot_fraction_end: float = 0.0
     # the bot games' bots, perturbed ones too (e.g. search2+random30); the world's are kept to the references;
