@@ -1137,8 +1137,9 @@ if __name__ == "__main__":
 
         # flatten the batch; with --mirror (symmetry augmentation, cf. Mittal et al., ICRA 2024), `copies` = 2: after
         # the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows' advantages,
-        # returns, old log-probabilities, weights and LSTM states. The policy learns from its own applied actions only,
-        # the value from every decision in the update; the network runs where it ran in the rollout
+        # returns, old log-probabilities, weights and LSTM states (an approximation: an image starts from the state
+        # its row's unmirrored history left). The policy learns from its own applied actions only, the value from
+        # every decision in the update; the network runs where it ran in the rollout
         copies = 2 if args.mirror else 1
         b_obs, b_masks, b_actions = obs.reshape((-1,) + obs_shape), masks.reshape(-1, A), actions.reshape(-1)
         if args.mirror:
