@@ -41,6 +41,7 @@ from cleanfive.envs.teams import world_defaults
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
 DOC = pv.ROOT / "docs" / "ppo_lstm_selfplay.md"
 LATE = 5 / 6  # "last sixth": the evaluations from this share of a run's last step on, a steadier "by the end"
+EARLY = 1 / 6  # "after the first sixth": the judged checkpoints after this share of a run's last step
 MEASURED = ("cleanfive/envs/teams.py", "cleanfive/trueskill_league.py")  # with the script and the world's file
 BOARD_LADDER = ["random", "greedy", "lookahead", *(f"search{k}" for k in range(1, 5))]
 # per world: its references weakest first (the script's default --references), the win-rate targets, the docs block
@@ -379,6 +380,16 @@ def main() -> None:
             late_means = [np.mean(v) if v else np.nan for v in late.values()]
             rows.append((f"mean {label}, last sixth of the steps", late_means, ".2f", 1.0))
         rows.append((f"best {label}", [max(v) if v else np.nan for v in values.values()], ".2f", 1.0))
+    # Connect Four, --resumable: the judge of each checkpoint after the first sixth of the steps, its range (does the
+    # share of won and drawn positions kept still rise, or stay within a band?)
+    judge_after = {
+        s: [r["judge"]["keeps"] for r in runs[s] if "judge" in r and r["step"] > EARLY * runs[s][-1]["step"]]
+        for s in args.seeds
+    }
+    for label, pick in [("lowest", min), ("highest", max)]:
+        if any(judge_after.values()):
+            row = f"judge (most likely move keeps the outcome) at the checkpoints after the first sixth, {label}"
+            rows.append((row, [pick(v) if v else np.nan for v in judge_after.values()], ".3f", 1.0))
     note += f" Runs {pv.kept_provenance(kept)}."
     note += f" The script as of `{args.script_at}`, with this tree's worlds." if args.script_at else ""
     lines = [*pv.header(PARSER, args, None, ".", note), *pv.seed_table(args.seeds, rows)]
