@@ -10,7 +10,8 @@ order, a step doing nothing to a file that already has it:
 2. before issue 25, a file of ppo_lstm_selfplay.py named no script: one whose network is that script's (a hero
    embedding, no input columns of five_surgery.py) gets "script";
 3. each flag added since a file was written gets the value its run had (ADDED_FLAGS): a ppo_lstm_selfplay.py file
-   from before --square-head (f926950) was trained without the head;
+   from before --square-head (f926950) was trained without the head, one from before --random-openings (issue 88)
+   without random openings;
 4. a checkpoint's matchmaking state from before 0140671 named the learner's side "side": renamed "learner_side";
 5. each flag removed since gives up its value (REMOVED_FLAGS): --bot-ladder and --bot-ladder-top left
    ppo_lstm_selfplay.py in issue 87, and with them each process's win rates against the bots in a checkpoint, and
@@ -40,7 +41,7 @@ NDARRAY = "__ndarray__"  # as in every script's RUN MANAGEMENT block
 NUMPY_DATA = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY_DATA += [getattr(np.dtypes, name) for name in dir(np.dtypes) if name.endswith("DType")]
 # each script's flags added after it first saved files, with the value a run from before the flag had
-ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False)}
+ADDED_FLAGS = {"ppo_lstm_selfplay.py": dict(square_head=False, random_openings=False)}
 # each script's flags removed since, with their value in a run that did without them (a checkpoint of a run with
 # another value is not converted: the script at LAST_WITH[flag] resumes it)
 REMOVED_FLAGS = {

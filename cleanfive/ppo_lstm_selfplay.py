@@ -75,6 +75,10 @@ class Args:
     # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
     # without one (the team worlds) learns from the rollouts only
     mirror: bool = True
+    # board games: each training game opens with k uniform random moves, k from 0 to the most that cannot decide
+    # it (6 in Connect Four, 4 in TicTacToe), played by the world: no decision, none learnt; the evaluations start
+    # from the empty board. Not in OpenAI Five's recipe; the team worlds have none: off there
+    random_openings: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
 
@@ -582,11 +586,15 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     check(args.bot_opponents or not dropped, f"--bot-opponents {' '.join(dropped)}: not among the references")
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
-    # the board games' flags that a world without a mirror image or a board of squares cannot use: off, said below
+    # the board games' flags that a world without a mirror image, a board of squares or openings cannot use: off,
+    # said below
     usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=hasattr(envs, "move_squares"))
+    usable |= dict(random_openings=hasattr(envs, "random_openings"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
+    if args.random_openings:  # the training games' (the evaluations' worlds start from the empty board)
+        envs.random_openings = True
     args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
     team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"

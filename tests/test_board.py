@@ -340,6 +340,44 @@ def test_mirror_image_of_every_move_plays_the_mirrored_game(env_id):
     image_env.close()
 
 
+@pytest.mark.parametrize("env_id", BOARD_ENV_IDS)
+def test_random_openings_are_the_worlds_moves_and_decide_no_game(env_id):
+    """--random-openings: each game's first k moves, k uniform in 0..2 (L - 1), are uniform legal moves that the world
+    plays whatever actions it is given, with nobody acting; no game ends inside one (no side has L stones), and the
+    moves after it are the sides' own. Two worlds of one seed, given other actions in the openings only, play the same
+    games; without the flag every game opens with its first side's decision."""
+    plies = {"ConnectFour-v1": 6, "TicTacToe-v1": 4}[env_id]
+    worlds = [BoardTeamEnv(env_id, 64, 3) for _ in range(2)]
+    for world in worlds:
+        world.random_openings = True
+        assert world.opening_plies == plies
+    (_, info), (_, other_info) = (world.reset() for world in worlds)
+    rng, openings, ends = np.random.default_rng(0), [], 0
+    waiting = np.ones(64, dtype=bool)  # a game whose first decision is still to come
+    for _ in range(120 if env_id == "ConnectFour-v1" else 60):
+        nobody = ~info["acting"].any((1, 2)) & ~info["game_over"]
+        stones = (info["board"] >= 0).sum((1, 2))
+        first = waiting & ~nobody & ~info["game_over"]
+        openings += stones[first].tolist()  # the opening's length: the stones at the first decision
+        waiting &= ~first
+        assert np.array_equal(info["action_mask"][nobody], np.ones_like(info["action_mask"][nobody]))
+        actions = _random_actions(info, rng)
+        other = np.where(nobody[:, None, None], (actions + 1) % worlds[0].num_actions, actions)  # ignored
+        (_, _, _, info), (_, _, _, other_info) = worlds[0].step(actions), worlds[1].step(other)
+        assert np.array_equal(info["board"], other_info["board"])
+        assert not (info["game_over"] & nobody).any()  # a game ends on a side's move, never on the world's
+        ends += int(info["game_over"].sum())
+        waiting |= info["game_over"]
+    counts = np.bincount(openings, minlength=plies + 1)
+    assert len(counts) == plies + 1 and counts.min() >= 0.5 * len(openings) / (plies + 1), counts  # each k, often
+    assert ends > 64
+    plain = BoardTeamEnv(env_id, 64, 3)
+    _, info = plain.reset()
+    assert np.array_equal(info["acting"].any((1, 2)), np.ones(64, dtype=bool))  # every game: its first decision
+    for world in [*worlds, plain]:
+        world.close()
+
+
 def test_wrong_env_id_raises():
     with pytest.raises(ValueError) as err:
         BoardTeamEnv("Pong-v5", 2, 0)

@@ -68,6 +68,7 @@ RELIABILITY_USER_ERRORS = [
 ]
 # --policy-lag K: runs of 2 updates (lag 1) and of 3 updates (lags 1 and 2), a checkpoint after every update
 LAG = [*TINY, "--no-anneal-lr", "--ent-coef-final", "0.01", "--bot-fraction", "0", "--eval-every", "100"]
+LAG += ["--no-random-openings"]  # (games from the empty board: in 3 updates the learner beats a past version)
 LAG += ["--bot-fraction-end", "0", "--save-every", "1", "--references", "random", "greedy", *FEW]
 LAG_RUNS = {(2, 1): ["--total-timesteps", "512", "--policy-lag", "1"]}
 LAG_RUNS |= {(3, lag): ["--total-timesteps", "768", "--policy-lag", str(lag)] for lag in (1, 2)}
@@ -142,6 +143,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     assert f"--learning-rate {learning_rate}," in first_line
     # a board game's flag that the world cannot use is off, and the first line says so (not silently)
     off = "" if env_id in SMOKE_BOARD else f", --no-mirror (not in {env_id}), --no-square-head (not in {env_id})"
+    off += "" if env_id in SMOKE_BOARD else f", --no-random-openings (not in {env_id})"
     assert first_line.endswith("}" + off), first_line
     # as flag values, not a Python tuple: the board games' rule bots and search bots up to search3 (not search4)
     board_bots = "random greedy lookahead search1 search2 search3"
@@ -178,6 +180,7 @@ def test_tiny_run_writes_cleanrl_metrics_and_trueskill(driven, env_id):
     saved = torch.load(run_dir / "ppo_lstm_selfplay.cleanfive_model", weights_only=True)
     assert saved["args"]["env_id"] == env_id and "actor.weight" in saved["model"]
     assert saved["args"]["mirror"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no mirror image
+    assert saved["args"]["random_openings"] == (env_id in SMOKE_BOARD)  # likewise: the team worlds have no openings
     assert saved["args"]["square_head"] == (env_id in SMOKE_BOARD)  # on by default; the team worlds have no board
     # the summary: the last evaluation plays every reference and held-out bot; what the model trained against, its
     # robust rung
@@ -886,7 +889,8 @@ def test_convert_saved_brings_each_older_format_to_todays():
     lane = {"env_id": "Moba5v5-v0", "bot_ladder": 0.0, "bot_ladder_top": 0}
     old = {"args": lane, "model": {"hero_embedding.weight": 0}}
     new = upgrade({**old, "ranks": [{"side": np.ones(2), "bot_win_rate": np.zeros(3)}]})
-    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"] == {"env_id": "Moba5v5-v0", "square_head": False}
+    added = {"square_head": False, "random_openings": False}  # trained before the flags
+    assert new["script"] == "ppo_lstm_selfplay.py" and new["args"] == {"env_id": "Moba5v5-v0", **added}
     (local,) = new["ranks"]
     assert set(local) == {"learner_side"} and local["learner_side"].tolist() == [1, 1]
     assert "bot_ladder" not in upgrade({**old, "args": lane | {"bot_ladder": 0.5}})["args"]  # a model: evaluated alike

@@ -56,6 +56,7 @@ _BOT_NAME = re.compile(r"(?P<base>random|greedy|lookahead|(?:search|centre)[1-4]
 
 # env_id -> (H, W, num_actions, stones in a row needed to win)
 _GAMES: dict[str, tuple[int, int, int, int]] = {"ConnectFour-v1": (6, 7, 7, 4), "TicTacToe-v1": (3, 3, 9, 3)}
+OPENING_SEED = 7919  # random openings: their generator's seed is the world's + this (apart from envpool's games)
 
 # lookahead's move weights (its safe moves are sampled in proportion): centre columns for ConnectFour; centre, corners,
 # edges for TicTacToe. Sampling, not always the top choice, keeps a fixed line of play from beating it every game.
@@ -406,7 +407,7 @@ class BoardTeamEnv:
     * ``obs`` float32 (E, 2, 1, 3, H, W); ``scores`` float32 (E, 2, 1, 1): one score component, ``"win"``: the side's
       outcome where ``game_over``, else 0; ``done`` bool (E,).
     * ``info["action_mask"]`` bool (E, 2, 1, A): legal moves for the acting hero, all True for the others;
-      ``info["acting"]`` bool (E, 2, 1): exactly one True per env, none on terminal obs;
+      ``info["acting"]`` bool (E, 2, 1): exactly one True per env, none on terminal obs nor in a random opening;
       ``info["board"]`` int32 (E, H, W): -1 empty, else the side owning the stone;
       ``info["first_side"]`` int64 (E,); ``info["game_over"]`` bool (E,);
       ``info["outcome"]`` float32 (E, 2): +1 win / 0 draw / -1 loss per side where ``game_over``, else 0;
@@ -418,6 +419,11 @@ class BoardTeamEnv:
       board): :func:`own_squares` or :func:`landing_squares`, for a network's head that reads each move at its square.
 
     An illegal action by the acting hero raises ValueError (envpool would end the game as a loss for it).
+
+    ``random_openings`` (False; a training script sets it): each game opens with k uniform random moves, k uniform in
+    0..``opening_plies`` = 2 (L - 1) for L in a row (6 in Connect Four, 4 in TicTacToe), the most that cannot decide
+    a game (each side has fewer than L stones). The world plays them, ignoring the actions given; nobody acts on
+    those steps, so no side makes a decision there.
     """
 
     num_sides: int = 2
@@ -430,7 +436,7 @@ class BoardTeamEnv:
     bot_names: tuple[str, ...] = BOT_NAMES
 
     def __init__(self, env_id: str, num_envs: int, seed: int):
-        h, w, a, _ = _game(env_id)
+        h, w, a, line = _game(env_id)
         self.env_id = env_id
         self.num_envs = num_envs
         self.num_actions = a
@@ -450,6 +456,10 @@ class BoardTeamEnv:
         self._legal = np.ones((num_envs, a), dtype=bool)
         self._game_over = np.zeros(num_envs, dtype=bool)
         self._needs_reset = True
+        self.random_openings, self.opening_plies = False, 2 * (line - 1)
+        self._opening_rng = np.random.default_rng(seed + OPENING_SEED)
+        self._opening = np.zeros(num_envs, dtype=np.int64)  # each game's random opening: its first k moves
+        self._forced = np.zeros(num_envs, dtype=bool)  # the world plays this step's move (a random opening's)
 
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Reset all envs. Returns ``obs`` float32 (E, 2, 1, 3, H, W) and ``info`` (see class docstring)."""
@@ -470,6 +480,8 @@ class BoardTeamEnv:
         if actions.shape != (self.num_envs, self.num_sides, self.num_heroes):
             raise ValueError(f"actions must have shape {(self.num_envs, 2, 1)}, got {actions.shape}")
         act = actions[self._arange, self._mover, 0].astype(np.int64)
+        if self._forced.any():  # random openings: a uniform legal move
+            act[self._forced] = _sample(self._legal[self._forced], self._opening_rng)
         inside = (act >= 0) & (act < self.num_actions)
         ok = inside & self._legal[self._arange, np.where(inside, act, 0)]
         if not np.all(ok | self._game_over):
@@ -514,6 +526,9 @@ class BoardTeamEnv:
             current[ids] = info["current_player"]
             # on an empty board the player to move owns colour 0 for the whole game
             self._first = np.where(new_game, current, self._first)
+            if self.random_openings:
+                k = self._opening_rng.integers(0, self.opening_plies + 1, e)
+                self._opening = np.where(new_game, k, self._opening)
         first = self._first
         board = np.where(colours < 0, -1, colours ^ first[:, None, None]).astype(np.int32)
 
@@ -530,10 +545,11 @@ class BoardTeamEnv:
         colour_to_move = (colours == 0).sum((1, 2)) > (colours == 1).sum((1, 2))
         side_to_move = first ^ colour_to_move
         legal = legal_actions(board, self.env_id)
+        forced = ((board >= 0).sum((1, 2)) < self._opening) & ~game_over
         acting = np.zeros((e, 2, 1), dtype=bool)
-        acting[self._arange, side_to_move, 0] = ~game_over
+        acting[self._arange, side_to_move, 0] = ~game_over & ~forced
         mask = np.ones((e, 2, 1, self.num_actions), dtype=bool)
-        mask[self._arange, side_to_move, 0] = legal | game_over[:, None]
+        mask[self._arange, side_to_move, 0] = legal | (game_over | forced)[:, None]
 
         mine, theirs = board == 0, board == 1
         obs = np.empty((e, 2, 1, 3, h, w), dtype=np.float32)
@@ -543,7 +559,7 @@ class BoardTeamEnv:
         obs[:, 1, 0, 1] = mine
         obs[:, :, 0, 2] = acting[:, :, 0, None, None]
 
-        self._mover, self._legal, self._game_over = side_to_move, legal, game_over
+        self._mover, self._legal, self._game_over, self._forced = side_to_move, legal, game_over, forced
         out = {
             "action_mask": mask,
             "acting": acting,
