@@ -586,14 +586,13 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     check(args.bot_opponents or not dropped, f"--bot-opponents {' '.join(dropped)}: not among the references")
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
-    # the board games' flags that a world without a mirror image, a board of squares or openings cannot use: off,
-    # said below
+    # the board games' flags that a world without a mirror image, squares or openings cannot use: off, said below
     usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=hasattr(envs, "move_squares"))
     usable |= dict(random_openings=hasattr(envs, "random_openings"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
-    if args.random_openings:  # the training games' (the evaluations' worlds start from the empty board)
+    if args.random_openings:  # the training world opens its games at random (the evaluations' start empty)
         envs.random_openings = True
     args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
     team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
