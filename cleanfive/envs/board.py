@@ -545,7 +545,8 @@ class BoardTeamEnv:
         colour_to_move = (colours == 0).sum((1, 2)) > (colours == 1).sum((1, 2))
         side_to_move = first ^ colour_to_move
         legal = legal_actions(board, self.env_id)
-        forced = ((board >= 0).sum((1, 2)) < self._opening) & ~game_over
+        stones = (board >= 0).sum((1, 2))  # the moves played so far in each game
+        forced = (stones < self._opening) & ~game_over
         acting = np.zeros((e, 2, 1), dtype=bool)
         acting[self._arange, side_to_move, 0] = ~game_over & ~forced
         mask = np.ones((e, 2, 1, self.num_actions), dtype=bool)
@@ -568,6 +569,6 @@ class BoardTeamEnv:
             "game_over": game_over,
             "outcome": outcome,
             "game_length": game_length,
-            "time": (board >= 0).sum((1, 2)).astype(np.float64) * self.seconds_per_step,
+            "time": stones.astype(np.float64) * self.seconds_per_step,
         }
         return obs, outcome[:, :, None, None].copy(), done, out
