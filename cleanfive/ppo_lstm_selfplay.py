@@ -568,7 +568,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
     """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
     autoreset. The arguments are checked and the derived sizes set, in order; the first line says the world's
     settings and what it turned off. On resume, worlds that cannot save their state restart their games with a seed
-    of their own. Returns (world, references, held-out bots, score weights)."""
+    of their own. Returns (world, references, held-out bots, score weights in its score_names' order)."""
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
@@ -606,7 +606,8 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
         off += f", --bot-opponents without {' '.join(dropped)} (not among the references)" if dropped else ""
         print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
-    return envs, references, held_out, score_weights
+    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
+    return envs, references, held_out, weights
 
 
 def clip_per_parameter(agent, grad_sq, grad_steps, beta2):
@@ -722,12 +723,11 @@ if __name__ == "__main__":
         for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)):
             setattr(args, key, getattr(Args(**saved["args"]), key))
     rank, local_rank, world_size = init_torchrun(args, checkpoint)
-    envs, references, held_out, score_weights = make_world(args, checkpoint, rank, world_size)
+    envs, references, held_out, weights = make_world(args, checkpoint, rank, world_size)
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
     P, obs_shape = E * S * N, envs.obs_shape
-    weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     is_win = np.array([name == "win" for name in envs.score_names])
 
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
