@@ -382,7 +382,8 @@ class Agent(nn.Module):
             hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
             outputs, lstm_state = stretched_lstm(self.lstm, hidden, done, lstm_state)
             return outputs.flatten(0, 1), lstm_state, squares
-        # else one padded LSTM call over the active hero-steps (padded_lstm); other states carry or reset
+        # else one padded LSTM call over the active hero-steps (padded_lstm, equal to its readable reference
+        # masked_lstm: a test checks); other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         squares = None if self.square_head is None else x.new_zeros(len(x), self.actor.out_features)
         if not active.any():
@@ -781,8 +782,9 @@ if __name__ == "__main__":
     rewards = torch.zeros((args.num_steps, P)).to(device)
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
-    applied = torch.zeros((args.num_steps, P)).to(device)  # this hero's own action is applied (a board's mover)
-    # the latest policy drives this hero and its team acts: the network ran for it
+    # `applied`: this hero's own action is applied (a board's mover); `learner_acts`: the latest policy
+    # drives this hero and its team acts (the network ran for it); the update's weights come from both
+    applied = torch.zeros((args.num_steps, P)).to(device)
     learner_acts = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
     chunk_h, chunk_c = (torch.zeros((num_chunks, P, agent.lstm.hidden_size)).to(device) for _ in range(2))
@@ -901,13 +903,12 @@ if __name__ == "__main__":
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # the waiting side's exact bootstrap: a hero whose side moved last and now waits has no value
-            # until its next turn (the critic never learns one at a waiting state), so its last decision is
-            # left out of this update, whatever its outcome, and the steps before bootstrap from its value
-            # there (semi-MDP GAE)
+            # semi-MDP GAE's exact bootstrap: a hero that decided at the last step and now waits has no
+            # value until its next turn, so that decision is `left_out` of this update and the steps before
+            # bootstrap from its value there; `in_update`: the learner's decisions this update learns from
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
-            in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])  # the decisions learnt
+            in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])
             advantages, filled_values = gae(  # filled_values: those of the steps without a decision filled in
                 rewards, values, dones, learner_acts, next_value, next_done, left_out, gamma, args.gae_lambda
             )
@@ -917,7 +918,7 @@ if __name__ == "__main__":
         # the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows' advantages,
         # returns, old log-probabilities, weights and LSTM states (an approximation: an image starts from the state
         # its row's unmirrored history left). The policy learns from its own applied actions only, the value from
-        # every decision in the update; the network runs where it ran in the rollout
+        # every decision in the update (weights applied * in_update, in_update); the network runs where it ran
         copies = 2 if args.mirror else 1
         b_obs, b_masks, b_actions = obs.reshape((-1,) + obs_shape), masks.reshape(-1, A), actions.reshape(-1)
         if args.mirror:
@@ -930,8 +931,8 @@ if __name__ == "__main__":
             x.reshape(-1).repeat(copies) for x in shared
         )
         b_h, b_c = (s.reshape(num_chunks * P, -1).repeat(copies, 1) for s in (chunk_h, chunk_c))
-        # truncated BPTT: sequence k * P + p (chunk k of player p, the images' after the rows') is bptt_len steps
-        # from the state it began with; flatinds (bptt_len, sequences): each one's rows of the flat batch
+        # truncated BPTT: sequence (c * num_chunks + k) * P + p (copy c, chunk k, row p) holds the flat rows
+        # ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len; flatinds (bptt_len, sequences): them
         flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P)
         flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, copies * num_chunks * P)
 
