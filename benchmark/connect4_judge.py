@@ -9,7 +9,8 @@ perfect solver; ``benchmark/data/README.md``) and, among the positions that are 
   move's score has the position's sign);
 * **optimal**: the share where its most likely move has the best score (the fastest win; in a draw, any draw);
 * **sampled**: the mean probability that a move sampled from its policy keeps the outcome;
-* **uniform random**: the share of legal moves that keep it, what a uniformly random legal move scores.
+* **uniform random**: the share of legal moves that keep it, what a uniformly random legal move scores;
+* **wins at once**: of the positions where a win in one move is open, the share where the most likely move takes it.
 
 How the network sees a position: as in a game, the LSTM steps only on the turns of the side it plays, so each game
 is replayed from the empty board and the network reads the side to move's board at each of its turns, from a fresh
@@ -28,6 +29,8 @@ import numpy as np
 import provenance as pv
 import torch
 from board_table import load_agent, training_script
+
+from cleanfive.envs.board import winning_moves
 
 ENV_ID = "ConnectFour-v1"
 DATA = pv.ROOT / "benchmark" / "data" / "c4_positions.jsonl"
@@ -117,6 +120,16 @@ def score_moves(scores: np.ndarray, probs: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def wins_at_once(boards: np.ndarray, plies: np.ndarray, probs: np.ndarray) -> dict:
+    """Of the positions at ply ``plies`` (K,) of ``boards`` (K, plies + 1, 6, 7) where the side to move can win in one
+    move, how many (``n``) and the share where the most likely legal move of ``probs`` (K, 7) wins (``share``)."""
+    position = boards[np.arange(len(plies)), plies].astype(np.int64)
+    wins = winning_moves(position, plies % 2, ENV_ID)  # (K, 7); the side that moved first owns the stones 0
+    best = np.where(position[:, 0] < 0, probs, -1.0).argmax(-1)  # the most likely legal move
+    offered = wins.any(-1)
+    return {"n": int(offered.sum()), "share": float(wins[np.arange(len(best)), best][offered].mean())}
+
+
 def phase(plies: np.ndarray) -> list[str]:
     """The phase of the game of positions at ``plies``: "0–6", "7–13", ... (``PHASE`` plies each)."""
     return [f"{p // PHASE * PHASE}–{p // PHASE * PHASE + PHASE - 1}" for p in plies]
@@ -125,8 +138,8 @@ def phase(plies: np.ndarray) -> list[str]:
 def judge(path: str, data: Path = DATA) -> dict:
     """The judge's numbers of the model ``path``: ``positions`` (all), then for ``overall`` and each phase (plies
     "0–6", ...) the not-lost positions ``n`` (``won`` of them won) and the mean of each of ``METRICS``, and
-    ``fresh_state``: ``overall`` with the position alone; the ``global_step`` of a checkpoint (None: a --save-model
-    file) and the CPU ``seconds`` it took."""
+    ``fresh_state``: ``overall`` with the position alone; ``wins_at_once`` (:func:`wins_at_once`); the ``global_step``
+    of a checkpoint (None: a --save-model file) and the CPU ``seconds`` it took."""
     start = time.process_time()
     agent, saved = load_agent(path, (ENV_ID,))
     moves, scores = load_positions(data)
@@ -134,7 +147,8 @@ def judge(path: str, data: Path = DATA) -> dict:
     value = np.nanmax(np.sign(scores), -1)
     kept = value >= 0  # not lost for the player to move
     boards = replay([m for m, k in zip(moves, kept, strict=True) if k])
-    per = score_moves(scores[kept], policy(agent, boards, plies[kept], fresh=False))
+    probs = policy(agent, boards, plies[kept], fresh=False)
+    per = score_moves(scores[kept], probs)
     fresh = score_moves(scores[kept], policy(agent, boards, plies[kept], fresh=True))
     phases = np.array(phase(plies[kept]))
     out = {"positions": len(moves)}
@@ -143,6 +157,7 @@ def judge(path: str, data: Path = DATA) -> dict:
         out[label] = {"n": int(rows.sum()), "won": int((value[kept][rows] > 0).sum())}
         out[label] |= {metric: float(per[metric][rows].mean()) for metric in METRICS}
     out["fresh_state"] = out["overall"] | {metric: float(fresh[metric].mean()) for metric in METRICS}
+    out["wins_at_once"] = wins_at_once(boards, plies[kept], probs)
     return out | {"global_step": saved.get("global_step"), "seconds": round(time.process_time() - start, 1)}
 
 
@@ -174,7 +189,10 @@ def table(results: dict[str, dict]) -> list[str]:
         "that keep it. The network reads the side to move's turns from the game's start (its LSTM steps on them as "
         "in a game); the last row: the position alone, from a fresh LSTM state."
     )
-    return [note, "", *lines]
+    taken = ", ".join(f"{m} {r['wins_at_once']['share']:.3f}" for m, r in results.items())
+    open_wins = first["wins_at_once"]["n"]
+    once = f"Where a win in one move is open ({open_wins:,} of them), the most likely move takes it: {taken}."
+    return [note, "", *lines, "", once]
 
 
 def card_section(path: str, results: dict) -> list[str]:

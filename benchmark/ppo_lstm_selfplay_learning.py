@@ -287,7 +287,8 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
 
 def judge_table(finals: dict[int, dict]) -> list[str]:
     """The perfect-play judge's rows of the final models (``finals``: seed -> final table; a seed without a judged
-    model: "—"): overall keeps, optimal and sampled, then keeps by phase, per seed and across seeds."""
+    model: "—"): overall keeps, optimal and sampled, the open wins in one move taken (not in judges kept from before
+    that count), then keeps by phase, per seed and across seeds."""
     judged = [final["judge"] for final in finals.values() if final and "judge" in final]
     if not judged:
         return []
@@ -303,6 +304,9 @@ def judge_table(finals: dict[int, dict]) -> list[str]:
         ("sampled move keeps it (probability)", values("overall", "sampled"), ".3f", 1.0),
         *((f"most likely keeps, plies {p} ({judged[0][p]['n']:,})", values(p, "keeps"), ".3f", 1.0) for p in phases),
     ]
+    if all(once := [judge.get("wins_at_once") for judge in judged]):
+        taken = values("wins_at_once", "share")
+        rows.insert(3, (f"most likely move wins at once where it can ({once[0]['n']:,})", taken, ".3f", 1.0))
     note = (
         f"Final models judged by a perfect solver (`benchmark/connect4_judge.py`): of the {n:,} solved positions not "
         "lost for the player to move, the share where the model's most likely move keeps the outcome, where it is "

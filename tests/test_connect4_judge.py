@@ -45,6 +45,15 @@ def test_scoring_of_hand_made_positions():
     assert got["uniform"] == pytest.approx([3 / 6, 2 / 5, 2 / 7, 1 / 6])
 
 
+def test_wins_at_once_of_hand_made_positions():
+    """Game 0 at ply 6: the first player's three in column 0 win there, and its most likely move plays it. Game 1 at
+    ply 7: the second player's three in column 1 win there, but its most likely move blocks column 0. Game 2: no win
+    in one move is open. So two positions count and one of them is taken."""
+    games = [np.array(m) for m in ([0, 1, 0, 1, 0, 1], [0, 1, 0, 1, 0, 1, 6], [3, 3])]
+    probs = np.array([[0.9, 0.1, 0, 0, 0, 0, 0], [0.6, 0.4, 0, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 0, 0]])
+    assert judge.wins_at_once(judge.replay(games), np.array([6, 7, 2]), probs) == {"n": 2, "share": 0.5}
+
+
 def test_phases_are_seven_plies_each():
     assert judge.phase(np.array([0, 6, 7, 13, 14, 27, 28, 41])) == [
         "0–6",
@@ -160,6 +169,18 @@ def test_the_judge_of_a_model_is_its_positions_mean(tmp_path):
     for metric, values in judge.score_moves(scores[kept], alone).items():
         assert result["fresh_state"][metric] == pytest.approx(values.mean())
     assert 0.2 < result["overall"]["keeps"] < 0.9  # an untrained network: about as a random move
+    # wins at once: the positions where some legal move completes a line, and whether the most likely one does
+    boards = judge.replay([m for m, k in zip(moves, kept, strict=True) if k])
+    probs = judge.policy(agent, boards, plies[kept], False)
+    position = boards[np.arange(len(probs)), plies[kept]].astype(np.int64)
+    mover = plies[kept] % 2
+    legal = position[:, 0] < 0
+    after = play_all(position, mover, "ConnectFour-v1")  # (K, 7, 6, 7)
+    wins = np.stack([has_won(after[:, c], mover, "ConnectFour-v1") for c in range(7)], 1) & legal
+    best = np.where(legal, probs, -1).argmax(-1)
+    offered = wins.any(1)
+    assert result["wins_at_once"]["n"] == offered.sum() == 354  # every such position is won, as its scores say
+    assert result["wins_at_once"]["share"] == pytest.approx(wins[np.arange(len(best)), best][offered].mean())
 
 
 def test_a_bad_model_path_is_one_line_and_exit_2(tmp_path):
@@ -235,4 +256,10 @@ def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path
     ) in lines
     early = [r["0–6"]["keeps"] for r in results]
     assert f"| most likely keeps, plies 0–6 (426) | {early[0]:.3f} | — | {early[1]:.3f} |" in "\n".join(lines)
+    taken = [r["wins_at_once"]["share"] for r in results]
+    row = f"| most likely move wins at once where it can (354) | {taken[0]:.3f} | — | {taken[1]:.3f} |"
+    assert row in "\n".join(lines)
+    before = {key: value for key, value in results[0].items() if key != "wins_at_once"}  # a judge kept from before it
+    lines = bench.judge_table({1: {"judge": before}, 2: {"judge": results[1]}})
+    assert lines and not any("wins at once" in line for line in lines)
     assert bench.judge_table({1: {"games": 8}, 2: None}) == []
