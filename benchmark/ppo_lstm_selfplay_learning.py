@@ -13,6 +13,10 @@ docs/ppo_lstm_selfplay.md between the world's markers (or ``--block``'s) unless 
 ``--resumable`` writes a checkpoint at each evaluation: run the command again and a seed that was stopped midway
 goes on from its last one (the table names it: a world that cannot save its state restarts the games in flight);
 on Connect Four each of those checkpoints is judged too, and the plot gains the judge against CPU time.
+``--head-to-head`` (board games) plays each seed's final model against the world's bundled model (``bundled``) and
+against the same seed's final model of each named block (its kept run; the model file must be in this tree's runs/
+and be the one that block's final table played), 512 games a pair from the empty board, sampled moves, each side in
+half (``cleanfive/arena.py``'s ``play_match``); a kept run gets the matches it lacks.
 
     uv run --all-extras python benchmark/ppo_lstm_selfplay_learning.py --env-id Moba5v5-v0 --seeds 1 2 3 --minutes 60 \\
         --jobs 2 -- --num-heroes 3 --num-envs 32 --hidden-size 128
@@ -35,7 +39,9 @@ import board_table
 import connect4_judge
 import numpy as np
 import provenance as pv
+import torch
 
+from cleanfive import arena
 from cleanfive.envs.teams import world_defaults
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -63,6 +69,8 @@ WORLDS = {
         "football",
     ),
 }
+HEAD_TO_HEAD_GAMES = 512  # games a pair: a score's standard error at most 0.5 / sqrt(512) = 0.022
+BUNDLED = {"ConnectFour-v1": "connect4", "TicTacToe-v1": "tictactoe"}  # cleanfive/models/<name>.cleanfive_model
 PARSER = pv.parser(__file__, __doc__, results="learning")
 PARSER.add_argument("--env-id", choices=sorted(WORLDS), default="ConnectFour-v1", help="the world to train in")
 PARSER.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds, one run each")
@@ -77,6 +85,12 @@ PARSER.add_argument(
     help="checkpoint at each evaluation: run again, a stopped seed goes on from there",
 )
 PARSER.add_argument("--final-games", type=int, default=512, help="the final table's games per reference")
+PARSER.add_argument(
+    "--head-to-head",
+    nargs="+",
+    metavar="OPPONENT",
+    help="board games: each final model against `bundled` (the world's bundled model) and each named block's model",
+)
 EVAL_EVERY = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # the extra flags' --eval-every, if any
 EVAL_EVERY.add_argument("--eval-every", type=int)
 SO_FAR = ("checkpoint", "rows", "ratings", "resumed", "started")  # what --resumable keeps of a run in flight
@@ -282,7 +296,62 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
         if hashlib.sha256(model.read_bytes()).hexdigest() == run["final"].get("model_sha256"):  # the file it played
             run["final"]["judge"] = connect4_judge.judge(str(model))
             pv.keep(path, run)
+    for opponent in args.head_to_head or []:  # --head-to-head: the matches the kept run lacks
+        if model and opponent not in run["final"].get("head_to_head", {}):
+            if result := head_to_head(model, run["final"].get("model_sha256"), seed, opponent, args):
+                run["final"].setdefault("head_to_head", {})[opponent] = result
+                pv.keep(path, run)
     return run
+
+
+def played_file(path: Path, sha256: str | None) -> Path | None:
+    """``path`` if it exists and is the file whose digest its final table kept (``sha256``), else None."""
+    return path if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256 else None
+
+
+def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argparse.Namespace) -> dict | None:
+    """--head-to-head: the final model of ``seed`` (``model``, whose final table played the file of digest ``sha256``)
+    against ``opponent``: ``bundled`` (the world's bundled model) or a block (its kept run of the same seed, its
+    model as its final table played it), HEAD_TO_HEAD_GAMES games (cleanfive/arena.py: play_match, seeded by
+    ``seed``). Returns the model's win, draw and loss rates and the opponent's digest; None (said in one line) where
+    a file is missing or not the one its results name."""
+    if opponent == "bundled":
+        other = pv.ROOT / "cleanfive" / "models" / f"{BUNDLED[args.env_id]}.cleanfive_model"
+        other_sha256 = hashlib.sha256(other.read_bytes()).hexdigest()
+    else:
+        kept = pv.load_kept(args.results / opponent / f"seed{seed}.json", env_id=args.env_id) or {}
+        other, other_sha256 = pv.ROOT / kept.get("model", "-"), kept.get("final", {}).get("model_sha256")
+    if not played_file(model, sha256) or not played_file(other, other_sha256):
+        print(f"  seed {seed}: no head-to-head against {opponent}: {other} or {model} is missing or another file")
+        return None
+    torch.manual_seed(seed)  # the models' sampled moves
+    a, b = arena.load_model(str(model)), arena.load_model(str(other))
+    scores = arena.play_match(args.env_id, a.num_heroes, a, b, HEAD_TO_HEAD_GAMES, seed=seed)
+    rates = {outcome: float(np.mean(scores == score)) for outcome, score in (("win", 1), ("draw", 0.5), ("loss", 0))}
+    return {"games": HEAD_TO_HEAD_GAMES, **rates, "opponent_sha256": other_sha256}
+
+
+def head_to_head_table(finals: dict[int, dict | None], opponents: list[str]) -> list[str]:
+    """--head-to-head's rows: per opponent, the final models' score (win + draw / 2) and win, draw and loss rates,
+    per seed and across seeds ("—": a seed without that match)."""
+    rows = []
+    for opponent in opponents:
+        matches = [(final or {}).get("head_to_head", {}).get(opponent) for final in finals.values()]
+        if not any(matches):
+            continue
+        against = "the bundled model" if opponent == "bundled" else f"`{opponent}`'s model of the same seed"
+        scores = [m["win"] + m["draw"] / 2 if m else np.nan for m in matches]
+        rows.append((f"score against {against} (win + draw / 2)", scores, ".3f", 1.0))
+        for outcome in ("win", "draw", "loss"):
+            rates = [m[outcome] if m else np.nan for m in matches]
+            rows.append((f"{outcome} rate against {against}", rates, ".3f", 1.0))
+    if not rows:
+        return []
+    note = (
+        f"Head to head (`--head-to-head`): each final model against the opponents named, {HEAD_TO_HEAD_GAMES} games "
+        "a pair from the empty board, sampled moves, each side in half of the games (`cleanfive/arena.py`)."
+    )
+    return [note, "", *pv.seed_table(list(finals), rows)]
 
 
 def judge_table(finals: dict[int, dict]) -> list[str]:
@@ -335,6 +404,10 @@ def main() -> None:
     args = PARSER.parse_args()
     order, targets, block, _ = WORLDS[args.env_id]
     block = args.block or block
+    opponents = args.head_to_head or []
+    pv.check(not opponents or args.env_id in BUNDLED, f"--head-to-head: the board games only, not {args.env_id}")
+    unknown = [name for name in opponents if name != "bundled" and not (args.results / name).is_dir()]
+    pv.check(not unknown, f"--head-to-head {' '.join(unknown)}: no such block in {args.results} (or `bundled`)")
     if not args.no_docs:
         pv.markers(DOC, block)
 
@@ -418,6 +491,8 @@ def main() -> None:
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]
         judged = judge_table({s: run.get("final") if run else None for s, run in found.items()})
         lines += ["", *judged] if judged else []
+        matches = head_to_head_table({s: run.get("final") if run else None for s, run in found.items()}, opponents)
+        lines += ["", *matches] if matches else []
     elif finals:
         lines += ["", "Final models against every reference:", "", *team_table(finals)]
     table = "\n".join(lines)

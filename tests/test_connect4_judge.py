@@ -263,3 +263,62 @@ def test_the_learning_benchmark_judges_its_checkpoints_and_final_models(tmp_path
     lines = bench.judge_table({1: {"judge": before}, 2: {"judge": results[1]}})
     assert lines and not any("wins at once" in line for line in lines)
     assert bench.judge_table({1: {"games": 8}, 2: None}) == []
+
+
+def test_the_learning_benchmark_plays_its_final_models_head_to_head(tmp_path, monkeypatch, capsys):
+    """benchmark/ppo_lstm_selfplay_learning.py --head-to-head: a kept run's final model plays the bundled model and
+    the same seed's model of another block (arena.play_match, seeded by the seed), kept once; a model that is not
+    the file its results' final table played is not played; the table gives each seed's score and rates."""
+    import hashlib
+    import importlib
+
+    from cleanfive import arena
+
+    bench = importlib.import_module("ppo_lstm_selfplay_learning")
+    digest = {}
+    for block, seed in (("mine", 1), ("mine", 2), ("other", 1), ("other", 2)):
+        model = save_selfplay_model(tmp_path / f"{block}{seed}.cleanfive_model", "ConnectFour-v1", seed=seed)
+        digest[block, seed] = hashlib.sha256(Path(model).read_bytes()).hexdigest()
+        kept = digest[block, seed] if (block, seed) != ("other", 2) else "another file"
+        run = {"env_id": "ConnectFour-v1", "seed": seed, "minutes": 30.0, "clock": "cpu", "threads": None, "extra": []}
+        run |= {"rows": [{"step": 4096, "cpu": 60.0, "time": 61.0}], "model": model, "code": "abc1234"}
+        run |= {"date": "2026-12-06 06:00 UTC"}
+        bench.pv.keep(tmp_path / block / f"seed{seed}.json", run | {"final": {"games": 8, "model_sha256": kept}})
+    flags = ["--seeds", "1", "2", "--clock", "cpu", "--from-results", "--head-to-head", "bundled", "other"]
+    args = bench.PARSER.parse_args(flags)
+    args.results = tmp_path
+    monkeypatch.setattr(bench.connect4_judge, "judge", lambda path: {})  # (the judge has its own test)
+    found = {seed: bench.kept_or_train(seed, "mine", args) for seed in (1, 2)}
+    torch.manual_seed(1)
+    mine, other = (
+        arena.load_model(str(tmp_path / "mine1.cleanfive_model")),
+        arena.load_model(str(tmp_path / "other1.cleanfive_model")),
+    )
+    scores = arena.play_match("ConnectFour-v1", 1, mine, other, bench.HEAD_TO_HEAD_GAMES, seed=1)
+    match = found[1]["final"]["head_to_head"]["other"]
+    assert match["win"] == np.mean(scores == 1) and match["draw"] == np.mean(scores == 0.5)
+    assert match["loss"] == np.mean(scores == 0) and match["opponent_sha256"] == digest["other", 1]
+    assert match["games"] == 512 and match["win"] + match["draw"] + match["loss"] == pytest.approx(1)
+    assert set(found[2]["final"]["head_to_head"]) == {"bundled"}  # its "other" model is not the file its table played
+    assert "no head-to-head against other" in capsys.readouterr().out
+    bundled = Path(arena.DEFAULT_MODEL).read_bytes()
+    assert found[1]["final"]["head_to_head"]["bundled"]["opponent_sha256"] == hashlib.sha256(bundled).hexdigest()
+    assert "head_to_head" in json.loads((tmp_path / "mine" / "seed1.json").read_text())["final"]  # kept
+    monkeypatch.setattr(bench.arena, "play_match", lambda *a, **k: pytest.fail("played a kept match again"))
+    assert bench.kept_or_train(1, "mine", args)["final"]["head_to_head"] == found[1]["final"]["head_to_head"]
+
+    lines = bench.head_to_head_table({s: found[s]["final"] for s in (1, 2)}, ["bundled", "other"])
+    one = match["win"] + match["draw"] / 2
+    row = f"| score against `other`'s model of the same seed (win + draw / 2) | {one:.3f} | — | {one:.3f} (1/2 seeds) |"
+    assert row in lines and sum(line.startswith("| ") for line in lines) == 1 + 2 * 4  # the header, 4 rows an opponent
+    assert bench.head_to_head_table({1: {"games": 8}}, ["bundled"]) == []
+    for flags, says in (
+        (["--head-to-head", "nosuch"], "no such block"),
+        (["--env-id", "Moba5v5-v0", "--head-to-head", "bundled"], "board games only"),
+    ):
+        monkeypatch.setattr(
+            sys, "argv", ["ppo_lstm_selfplay_learning.py", "--from-results", "--results", str(tmp_path), *flags]
+        )
+        with pytest.raises(SystemExit) as exit_info:
+            bench.main()
+        assert exit_info.value.code == 2 and says in capsys.readouterr().err
