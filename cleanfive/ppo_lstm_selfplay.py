@@ -720,7 +720,7 @@ if __name__ == "__main__":
     if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    if saved:  # --eval-only: the saved run's network, and its world's (world) flags
+    if saved:  # --eval-only: the saved run's network and flags marked (world) (every world's defaults name them all)
         for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)):
             setattr(args, key, getattr(Args(**saved["args"]), key))
     rank, local_rank, world_size = init_torchrun(args, checkpoint)

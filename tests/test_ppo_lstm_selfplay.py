@@ -918,7 +918,7 @@ def test_the_flags_marked_world_hold_the_default_worlds_settings(script):
     """Args shows a run's settings: the flags marked (world) default to the default world's world_defaults, and
     world_args gives another --env-id's (the flag in either spelling, with or without `=`); an unknown id keeps
     Args' own, for make_world to refuse with one line."""
-    from cleanfive.envs.teams import world_defaults
+    from cleanfive.envs.teams import TEAM_ENV_IDS, world_defaults
 
     own = world_defaults(script.Args.env_id)
     args = script.Args()
@@ -929,3 +929,5 @@ def test_the_flags_marked_world_hold_the_default_worlds_settings(script):
         assert football.env_id == "VmasFootball-v0"
         assert {key: getattr(football, key) for key in own} == world_defaults("VmasFootball-v0")
     assert script.world_args(["--env-id", "Nowhere-v0"]).num_envs == args.num_envs
+    # every world's defaults name the same flags, which --eval-only takes from a saved run (world_defaults(Args.env_id))
+    assert all(world_defaults(env_id).keys() == own.keys() for env_id in TEAM_ENV_IDS)
