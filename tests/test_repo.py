@@ -35,6 +35,10 @@ def test_docs_build_strict(tmp_path):
         cwd=ROOT,
     )
     assert (tmp_path / "site" / "index.html").exists()
+    # a list right after a paragraph's line (no blank line between) renders as that paragraph's text
+    for page in (tmp_path / "site").rglob("*.html"):
+        for paragraph in re.findall(r"<p>(.*?)</p>", page.read_text(), re.S):
+            assert "\n- " not in paragraph, f"{page.relative_to(tmp_path)}: a list in a paragraph: {paragraph[:80]}"
 
 
 @pytest.mark.parametrize(("pytest_exit", "ci_fails"), [(0, False), (1, True), (2, True), (5, True)])
