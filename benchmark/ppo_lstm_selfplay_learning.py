@@ -489,9 +489,9 @@ def main() -> None:
     finals = {f"seed {s}": run["final"] for s, run in found.items() if run and "final" in run}
     if finals and args.env_id in board_table.BOARD_ENV_IDS:  # every reference, held-out ones included
         lines += ["", "Final models against every reference:", "", *board_table.table(finals)]
-        judged = judge_table({s: run.get("final") if run else None for s, run in found.items()})
+        each_seed = {s: run.get("final") if run else None for s, run in found.items()}  # (None: no final table)
+        judged, matches = judge_table(each_seed), head_to_head_table(each_seed, opponents)
         lines += ["", *judged] if judged else []
-        matches = head_to_head_table({s: run.get("final") if run else None for s, run in found.items()}, opponents)
         lines += ["", *matches] if matches else []
     elif finals:
         lines += ["", "Final models against every reference:", "", *team_table(finals)]
