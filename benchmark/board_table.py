@@ -15,6 +15,7 @@ this table does not.
 """
 
 import importlib.util
+import itertools
 from functools import cache
 
 import numpy as np
@@ -31,6 +32,13 @@ PARSER.add_argument("--models", nargs="+", required=True, help="--save-model fil
 PARSER.add_argument("--games", type=int, default=512, help="games per model, bot and way of moving")
 PARSER.add_argument("--seed", type=int, default=0, help="seed of the games' generators (moves sampled, perturbed bots)")
 PARSER.add_argument("--block", help="also write the table into this docs block (any page of docs/ with its markers)")
+PARSER.add_argument(
+    "--head-to-head",
+    nargs="+",
+    default=[],
+    metavar="MODEL",
+    help="also play each of --models against each of these models, --games games a pair (sampled, each side in half)",
+)
 
 
 @cache
@@ -149,6 +157,21 @@ def table(results: dict[str, dict]) -> list[str]:
     return [note, "", *lines]
 
 
+def head_to_head(models: list[str], opponents: list[str], games: int, seed: int) -> list[str]:
+    """--head-to-head: each of ``models`` against each of ``opponents``, ``games`` games from the empty board, sampled
+    moves, each side in half (cleanfive/arena.py: play_match, seeded by ``seed``); a table of the rates."""
+    from cleanfive import arena  # (it loads the training script's Agent: only when asked)
+
+    lines = ["| model | against | win | draw | loss | score (win + draw / 2) |", "|---|---|---:|---:|---:|---:|"]
+    for path, other in itertools.product(models, opponents):
+        torch.manual_seed(seed)  # the models' sampled moves
+        a, b = arena.load_model(path), arena.load_model(other)
+        scores = arena.play_match(a.env_id, a.num_heroes, a, b, games, seed=seed)
+        rates = [np.mean(scores == score) for score in (1.0, 0.5, 0.0)]
+        lines.append(f"| `{path}` | `{other}` | " + " | ".join(f"{r:.3f}" for r in [*rates, scores.mean()]) + " |")
+    return lines
+
+
 def main() -> None:
     args = PARSER.parse_args()
     if args.block:
@@ -160,6 +183,13 @@ def main() -> None:
         "",
         *table(results),
     ]
+    if args.head_to_head:
+        lines += [
+            "",
+            f"Head to head, {args.games} games a pair:",
+            "",
+            *head_to_head(args.models, args.head_to_head, args.games, args.seed),
+        ]
     print("\n".join(lines))
     if args.block:
         pv.write_block(pv.ROOT / "docs" / "research-log.md", args.block, "\n".join(lines))

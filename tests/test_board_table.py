@@ -62,3 +62,20 @@ def test_a_saved_model_plays_every_bot_both_ways(monkeypatch, capsys):
             assert np.isclose(win + draw + loss, 1.0) and all(x in (0, 0.25, 0.5, 0.75, 1) for x in (win, draw, loss))
     printed = capsys.readouterr().out
     assert "| `search4` | `search4` |" in printed and "robust rung" in printed
+
+
+def test_head_to_head_plays_each_model_against_each_opponent(tmp_path):
+    """--head-to-head: one row per (model, opponent), its rates those of arena.play_match seeded by --seed (torch's
+    seed for the sampled moves too); the score is win + draw / 2."""
+    import torch
+    from saved_models import save_selfplay_model
+
+    from cleanfive import arena
+
+    a, b = (save_selfplay_model(tmp_path / f"{n}.cleanfive_model", "ConnectFour-v1", seed=n) for n in (1, 2))
+    lines = board_table.head_to_head([a], [b, a], 32, seed=3)
+    torch.manual_seed(3)
+    scores = arena.play_match("ConnectFour-v1", 1, arena.load_model(a), arena.load_model(b), 32, seed=3)
+    rates = [np.mean(scores == s) for s in (1.0, 0.5, 0.0)]
+    assert lines[2] == f"| `{a}` | `{b}` | " + " | ".join(f"{r:.3f}" for r in [*rates, scores.mean()]) + " |"
+    assert len(lines) == 2 + 2 and lines[3].startswith(f"| `{a}` | `{a}` | ")
