@@ -157,18 +157,25 @@ def table(results: dict[str, dict]) -> list[str]:
     return [note, "", *lines]
 
 
-def head_to_head(models: list[str], opponents: list[str], games: int, seed: int) -> list[str]:
-    """--head-to-head: each of ``models`` against each of ``opponents``, ``games`` games from the empty board, sampled
-    moves, each side in half (cleanfive/arena.py: play_match, seeded by ``seed``); a table of the rates."""
+def match(path: str, other: str, games: int, seed: int) -> dict[str, float]:
+    """``games`` games of the model ``path`` against the model ``other`` from the empty board, sampled moves, each side
+    in half (cleanfive/arena.py: play_match, seeded by ``seed``, as is torch for the moves); its win, draw and loss
+    rates."""
     from cleanfive import arena  # (it loads the training script's Agent: only when asked)
 
+    torch.manual_seed(seed)  # the models' sampled moves
+    a, b = arena.load_model(path), arena.load_model(other)
+    scores = arena.play_match(a.env_id, a.num_heroes, a, b, games, seed=seed)
+    return {outcome: float(np.mean(scores == score)) for outcome, score in (("win", 1.0), ("draw", 0.5), ("loss", 0.0))}
+
+
+def head_to_head(models: list[str], opponents: list[str], games: int, seed: int) -> list[str]:
+    """--head-to-head: each of ``models`` against each of ``opponents`` (:func:`match`); a table of the rates."""
     lines = ["| model | against | win | draw | loss | score (win + draw / 2) |", "|---|---|---:|---:|---:|---:|"]
     for path, other in itertools.product(models, opponents):
-        torch.manual_seed(seed)  # the models' sampled moves
-        a, b = arena.load_model(path), arena.load_model(other)
-        scores = arena.play_match(a.env_id, a.num_heroes, a, b, games, seed=seed)
-        rates = [np.mean(scores == score) for score in (1.0, 0.5, 0.0)]
-        lines.append(f"| `{path}` | `{other}` | " + " | ".join(f"{r:.3f}" for r in [*rates, scores.mean()]) + " |")
+        rates = match(path, other, games, seed)
+        cells = [*rates.values(), rates["win"] + rates["draw"] / 2]
+        lines.append(f"| `{path}` | `{other}` | " + " | ".join(f"{r:.3f}" for r in cells) + " |")
     return lines
 
 

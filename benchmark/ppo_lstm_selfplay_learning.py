@@ -39,9 +39,7 @@ import board_table
 import connect4_judge
 import numpy as np
 import provenance as pv
-import torch
 
-from cleanfive import arena
 from cleanfive.envs.teams import world_defaults
 
 SCRIPT = pv.ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
@@ -312,9 +310,9 @@ def played_file(path: Path, sha256: str | None) -> Path | None:
 def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argparse.Namespace) -> dict | None:
     """--head-to-head: the final model of ``seed`` (``model``, whose final table played the file of digest ``sha256``)
     against ``opponent``: ``bundled`` (the world's bundled model) or a block (its kept run of the same seed, its
-    model as its final table played it), HEAD_TO_HEAD_GAMES games (cleanfive/arena.py: play_match, seeded by
-    ``seed``). Returns the model's win, draw and loss rates and the opponent's digest; None (said in one line) where
-    a file is missing or not the one its results name."""
+    model as its final table played it), HEAD_TO_HEAD_GAMES games (``board_table.match``, seeded by ``seed``).
+    Returns the model's win, draw and loss rates and the opponent's digest; None (said in one line) where a file is
+    missing or not the one its results name."""
     if opponent == "bundled":
         other = pv.ROOT / "cleanfive" / "models" / f"{BUNDLED[args.env_id]}.cleanfive_model"
         other_sha256 = hashlib.sha256(other.read_bytes()).hexdigest()
@@ -324,10 +322,7 @@ def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argpa
     if not played_file(model, sha256) or not played_file(other, other_sha256):
         print(f"  seed {seed}: no head-to-head against {opponent}: {other} or {model} is missing or another file")
         return None
-    torch.manual_seed(seed)  # the models' sampled moves
-    a, b = arena.load_model(str(model)), arena.load_model(str(other))
-    scores = arena.play_match(args.env_id, a.num_heroes, a, b, HEAD_TO_HEAD_GAMES, seed=seed)
-    rates = {outcome: float(np.mean(scores == score)) for outcome, score in (("win", 1), ("draw", 0.5), ("loss", 0))}
+    rates = board_table.match(str(model), str(other), HEAD_TO_HEAD_GAMES, seed)
     return {"games": HEAD_TO_HEAD_GAMES, **rates, "opponent_sha256": other_sha256}
 
 

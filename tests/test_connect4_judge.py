@@ -304,7 +304,7 @@ def test_the_learning_benchmark_plays_its_final_models_head_to_head(tmp_path, mo
     bundled = Path(arena.DEFAULT_MODEL).read_bytes()
     assert found[1]["final"]["head_to_head"]["bundled"]["opponent_sha256"] == hashlib.sha256(bundled).hexdigest()
     assert "head_to_head" in json.loads((tmp_path / "mine" / "seed1.json").read_text())["final"]  # kept
-    monkeypatch.setattr(bench.arena, "play_match", lambda *a, **k: pytest.fail("played a kept match again"))
+    monkeypatch.setattr(arena, "play_match", lambda *a, **k: pytest.fail("played a kept match again"))
     assert bench.kept_or_train(1, "mine", args)["final"]["head_to_head"] == found[1]["final"]["head_to_head"]
 
     lines = bench.head_to_head_table({s: found[s]["final"] for s in (1, 2)}, ["bundled", "other"])
