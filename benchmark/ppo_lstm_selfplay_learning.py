@@ -295,11 +295,23 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
             run["final"]["judge"] = connect4_judge.judge(str(model))
             pv.keep(path, run)
     for opponent in args.head_to_head or []:  # --head-to-head: the matches the kept run lacks
+        kept = run["final"].get("head_to_head", {}) if model else {}
+        if opponent == "bundled" and "bundled" in kept and kept["bundled"]["opponent_sha256"] != bundled_sha256(args):
+            former = kept.pop("bundled")  # the bundled model was replaced since: kept as the former one's, played again
+            kept[f"bundled@{former['opponent_sha256'][:8]}"] = former
         if model and opponent not in run["final"].get("head_to_head", {}):
             if result := head_to_head(model, run["final"].get("model_sha256"), seed, opponent, args):
                 run["final"].setdefault("head_to_head", {})[opponent] = result
                 pv.keep(path, run)
     return run
+
+
+def bundled_file(args: argparse.Namespace) -> Path:
+    return pv.ROOT / "cleanfive" / "models" / f"{BUNDLED[args.env_id]}.cleanfive_model"
+
+
+def bundled_sha256(args: argparse.Namespace) -> str:
+    return hashlib.sha256(bundled_file(args).read_bytes()).hexdigest()
 
 
 def played_file(path: Path, sha256: str | None) -> Path | None:
@@ -314,8 +326,7 @@ def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argpa
     Returns the model's win, draw and loss rates and the opponent's digest; None (said in one line) where a file is
     missing or not the one its results name."""
     if opponent == "bundled":
-        other = pv.ROOT / "cleanfive" / "models" / f"{BUNDLED[args.env_id]}.cleanfive_model"
-        other_sha256 = hashlib.sha256(other.read_bytes()).hexdigest()
+        other, other_sha256 = bundled_file(args), bundled_sha256(args)
     else:
         kept = pv.load_kept(args.results / opponent / f"seed{seed}.json", env_id=args.env_id) or {}
         other, other_sha256 = pv.ROOT / kept.get("model", "-"), kept.get("final", {}).get("model_sha256")
@@ -328,13 +339,16 @@ def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argpa
 
 def head_to_head_table(finals: dict[int, dict | None], opponents: list[str]) -> list[str]:
     """--head-to-head's rows: per opponent, the final models' score (win + draw / 2) and win, draw and loss rates,
-    per seed and across seeds ("—": a seed without that match)."""
-    rows = []
-    for opponent in opponents:
+    per seed and across seeds ("—": a seed without that match); a match kept against a bundled model that was
+    replaced since (``bundled@<its digest>``) after them, as the former bundled model's."""
+    rows, formers = [], {key for final in finals.values() for key in (final or {}).get("head_to_head", {})}
+    for opponent in [*opponents, *sorted(key for key in formers if key.startswith("bundled@"))]:
         matches = [(final or {}).get("head_to_head", {}).get(opponent) for final in finals.values()]
         if not any(matches):
             continue
         against = "the bundled model" if opponent == "bundled" else f"`{opponent}`'s model of the same seed"
+        if opponent.startswith("bundled@"):
+            against = f"the former bundled model (its file's sha256 `{opponent.split('@')[1]}…`)"
         scores = [m["win"] + m["draw"] / 2 if m else np.nan for m in matches]
         rows.append((f"score against {against} (win + draw / 2)", scores, ".3f", 1.0))
         for outcome in ("win", "draw", "loss"):

@@ -312,6 +312,19 @@ def test_the_learning_benchmark_plays_its_final_models_head_to_head(tmp_path, mo
     row = f"| score against `other`'s model of the same seed (win + draw / 2) | {one:.3f} | — | {one:.3f} (1/2 seeds) |"
     assert row in lines and sum(line.startswith("| ") for line in lines) == 1 + 2 * 4  # the header, 4 rows an opponent
     assert bench.head_to_head_table({1: {"games": 8}}, ["bundled"]) == []
+    # a bundled model replaced since: its kept match stays, as the former one's (under its digest), and the new
+    # bundled model is played
+    former = found[1]["final"]["head_to_head"]["bundled"]
+    monkeypatch.setattr(bench, "bundled_file", lambda args: tmp_path / "other1.cleanfive_model")
+    monkeypatch.setattr(bench, "bundled_sha256", lambda args: digest["other", 1])
+    monkeypatch.setattr(bench.board_table, "match", lambda *a: {"win": 0.5, "draw": 0.25, "loss": 0.25})
+    again = bench.kept_or_train(1, "mine", args)["final"]["head_to_head"]
+    assert again[f"bundled@{former['opponent_sha256'][:8]}"] == former
+    rates = {"win": 0.5, "draw": 0.25, "loss": 0.25}
+    assert again["bundled"] == {"games": 512, **rates, "opponent_sha256": digest["other", 1]}
+    lines = bench.head_to_head_table({1: {"head_to_head": again}}, ["bundled"])
+    assert sum("against the former bundled model" in line for line in lines) == 4
+    assert "| score against the bundled model (win + draw / 2) | 0.625 | 0.625 (1/1 seeds) |" in lines
     for flags, says in (
         (["--head-to-head", "nosuch"], "no such block"),
         (["--env-id", "Moba5v5-v0", "--head-to-head", "bundled"], "board games only"),
