@@ -47,7 +47,7 @@ class Args:
     env_id: str = "ConnectFour-v1"
     num_heroes: int = 1  # heroes per side, sharing one policy (world)
     # total environment steps (a step moves every hero of both sides of one game) (world)
-    total_timesteps: int = 1_500_000
+    total_timesteps: int = 3_000_000
     learning_rate: float = 2e-3  # the learning rate of the optimizer (world)
     num_envs: int = 64  # parallel games of each process (world; torchrun: K processes, K times as many)
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
