@@ -45,9 +45,10 @@ def world_defaults(env_id: str) -> dict:
     # in 30 CPU minutes, 47 % without (docs/ppo_lstm_selfplay.md, Results). Their bot games are against the three rule
     # bots and the search bots up to `search3`, named (not (): every reference, `search4` too): with the square head
     # (--square-head, on by default), Connect Four's models beat those bots' held-out variants (docs/research-log.md,
-    # issue 50). With the board's mirror images (--mirror, on by default) and the head, Connect Four's 3M steps take
-    # 30-37 CPU minutes on an AVX-512 core (1.5M: 14); they beat 1.5M's models head to head in every seed and keep
-    # the solved outcome more often (docs/research-log-board.md, issue 88); TicTacToe keeps 1.5M; every world's schedule
+    # issue 50). With the board's mirror images (--mirror, on by default) and the head, Connect Four's 3M steps took
+    # 37 CPU minutes a run on an AVX-512 core in their screen (1.5M: 14); they beat 1.5M's models head to head in
+    # every seed and keep the solved outcome more often (docs/research-log-board.md, issue 88); TicTacToe keeps 1.5M;
+    # every world's schedule
     board = dict(num_heroes=1, num_envs=64, bot_fraction=0.5, bot_fraction_end=0.5, horizon_seconds=10.0)
     board |= dict(bot_opponents=("random", "greedy", "lookahead", "search1", "search2", "search3"), eval_every=10)
     board |= dict(learning_rate=2e-3, total_timesteps=1_500_000, num_minibatches=4)
