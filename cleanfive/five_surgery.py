@@ -742,29 +742,55 @@ def world_args(argv: list[str]) -> Args:
     return Args(env_id=env_id, **(world_defaults(env_id) if env_id in TEAM_ENV_IDS else {}))
 
 
-def init_torchrun(args: Args, checkpoint: dict | None) -> tuple[int, int, int]:
+class Torchrun:
     """torchrun (as CleanRL's ppo_atari_multigpu.py): K processes, each with its --num-envs games and seeds; gradients
-    all-reduced; one past-opponent pool (each process applies all quality updates); rank 0 rates and saves. Returns
-    (rank, local rank, K); close_torchrun ends it."""
-    rank, local_rank, world_size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
-    world_size = max(world_size, 1)
-    run_ranks = len(checkpoint["ranks"]) if checkpoint else world_size
-    check(run_ranks == world_size, f"--resume: resume with as many processes as the run had ({run_ranks})")
-    if world_size > 1:
-        # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
-        # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
-        import torch._dynamo  # noqa: F401
+    averaged; one past-opponent pool (each process applies all quality updates); rank 0 rates and saves. The run's
+    collectives are these methods, which in a single process (K = 1) give back what they are given."""
 
-        dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
-    return rank, local_rank, world_size
+    def __init__(self, args: Args, checkpoint: dict | None):
+        self.rank, self.local_rank, size = (int(os.getenv(key, "0")) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+        self.size = max(size, 1)
+        run_ranks = len(checkpoint["ranks"]) if checkpoint else self.size
+        check(run_ranks == self.size, f"--resume: resume with as many processes as the run had ({run_ranks})")
+        if self.size > 1:
+            # torch._dynamo (the optimizer imports it) holds on to a process group made before its import, and then
+            # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
+            import torch._dynamo  # noqa: F401
 
+            dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
 
-def close_torchrun(world_size: int) -> None:
-    if world_size > 1:
-        # a gloo worker frees its last collective's tensors just after it returns; a free during interpreter
-        # shutdown aborts the process (std::terminate), so each waits here (GIL released) for the other
-        dist.barrier()
-        dist.destroy_process_group()
+    def all_gather(self, obj) -> list:
+        """Every process's `obj`, in rank order."""
+        gathered = [obj] * self.size
+        if self.size > 1:
+            dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def all_reduce(self, tensor, op=dist.ReduceOp.SUM):
+        """`tensor` reduced over the processes, in place; returns it."""
+        if self.size > 1:
+            dist.all_reduce(tensor, op)
+        return tensor
+
+    def average_gradients(self, parameters) -> None:
+        """The mean gradient of all processes in every process, in one all-reduce."""
+        if self.size > 1:
+            parameters = list(parameters)
+            grads = torch.cat([param.grad.flatten() for param in parameters]) / self.size
+            dist.all_reduce(grads)
+            torch.nn.utils.vector_to_parameters(grads, [param.grad for param in parameters])
+
+    def broadcast(self, tensors) -> None:
+        """Rank 0's values of `tensors` in every process, in place."""
+        for tensor in tensors if self.size > 1 else ():
+            dist.broadcast(tensor, 0)
+
+    def close(self) -> None:
+        if self.size > 1:
+            # a gloo worker frees its last collective's tensors just after it returns; a free during interpreter
+            # shutdown aborts the process (std::terminate), so each waits here (GIL released) for the other
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
@@ -838,14 +864,12 @@ def log_games(writer, finished, score_names, global_step):
             writer.add_scalar(tag, (finished["outcome"][finished["kind"] == kind] > 0).mean(), global_step)
 
 
-def start_logging(args: Args, run_name: str, rank: int, world_size: int, checkpoint: dict | None):
+def start_logging(args: Args, run_name: str, torchrun: Torchrun, checkpoint: dict | None):
     """The run's name (a resumed run keeps its own; under torchrun every process takes rank 0's), wandb
     (--track) and TensorBoard: rank 0's in runs/{run_name}, the other ranks' games beside; a resumed run drops
     the events logged after its checkpoint, so that the curves go on from there. Returns (run name, writer)."""
-    run_name = checkpoint["run_name"] if checkpoint else run_name
-    if world_size > 1:
-        dist.broadcast_object_list(names := [run_name], 0)
-        run_name = names[0]
+    run_name = torchrun.all_gather(checkpoint["run_name"] if checkpoint else run_name)[0]  # rank 0's
+    rank = torchrun.rank
     if args.track and rank == 0:
         import wandb
 
@@ -922,7 +946,8 @@ if __name__ == "__main__":
     if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
         args.checkpoint, args.env_id = args.eval_only, saved["args"]["env_id"]
         args.widen_dense, args.widen_lstm, args.add_inputs, args.add_actions, args.fold_inputs = 0, 0, False, False, ()
-    rank, local_rank, world_size = init_torchrun(args, checkpoint)
+    torchrun = Torchrun(args, checkpoint)  # one process without torchrun
+    rank, world_size = torchrun.rank, torchrun.size
     # surgery: the checkpoint fixes the network and the heroes per side; the world is its world or a later
     # version
     check(args.checkpoint is not None, "--checkpoint is required: a model of ppo_lstm_selfplay.py --save-model")
@@ -942,7 +967,7 @@ if __name__ == "__main__":
     is_win = np.array([name == "win" for name in envs.score_names])
 
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_name, writer = start_logging(args, run_name, rank, world_size, checkpoint)
+    run_name, writer = start_logging(args, run_name, torchrun, checkpoint)
     verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
     # TRY NOT TO MODIFY: seeding
@@ -953,7 +978,7 @@ if __name__ == "__main__":
     rng = np.random.default_rng(args.seed)  # surgery's games (recorded, parity)
     eval_rng = np.random.default_rng([args.seed, 1])  # evaluation's own generator: evaluating never changes training
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = torch.device(f"cuda:{torchrun.local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
 
     if saved or checkpoint:  # a model to rate as it is, or an operated run to resume: no surgery
         agent, surgery = agent_from_state((checkpoint or trained)["model"]).to(device), None
@@ -1112,10 +1137,7 @@ if __name__ == "__main__":
                 past_games += zip(matchmaking.index[over][past], (outcome[past] + 1) / 2, strict=True)
                 matchmaking.new_games(over, pool, bot_share, rng)
 
-        if world_size > 1:  # every process applies the pool updates of every process, in rank order
-            gathered = [None] * world_size
-            dist.all_gather_object(gathered, past_games)
-            past_games = [game for part in gathered for game in part]
+        past_games = [game for part in torchrun.all_gather(past_games) for game in part]  # every process's
         for k, score in past_games:
             pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
 
@@ -1209,27 +1231,21 @@ if __name__ == "__main__":
                 for param in agent.parameters():  # a minibatch with no active row reaches no encoder: zero, not None
                     if param.grad is None:
                         param.grad = torch.zeros_like(param)
-                if world_size > 1:  # the mean gradient of all processes, in one all-reduce
-                    grads = torch.cat([param.grad.flatten() for param in agent.parameters()]) / world_size
-                    dist.all_reduce(grads)
-                    torch.nn.utils.vector_to_parameters(grads, [param.grad for param in agent.parameters()])
+                torchrun.average_gradients(agent.parameters())
                 if args.clip_grad_per_param:  # OpenAI Five: each entry to +-5 sqrt(v), v of the unclipped gradients
                     grad_steps = clip_per_parameter(agent, grad_sq, grad_steps, optimizer.defaults["betas"][1])
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
-            if args.target_kl is not None and world_size > 1:  # every process stops after the same epoch
-                dist.all_reduce(approx_kl)
-                approx_kl /= world_size
-            if args.target_kl is not None and approx_kl > args.target_kl:
-                break
+            if args.target_kl is not None:  # the processes' mean: every process stops after the same epoch
+                approx_kl = torchrun.all_reduce(approx_kl) / world_size
+                if approx_kl > args.target_kl:
+                    break
 
         # observation normalisation (OpenAI Five): after the update, so that the ratio starts at 1; from the rows the
         # network saw
         agent.update_obs_stats(obs[learner_acts])
-        if world_size > 1:  # rank 0's statistics in every process
-            for buffer in agent.buffers():
-                dist.broadcast(buffer, 0)
+        torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
@@ -1238,10 +1254,7 @@ if __name__ == "__main__":
             hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
-        if world_size > 1:  # a fault in any process stops them all
-            finite = finite.float()
-            dist.all_reduce(finite, dist.ReduceOp.MIN)
-        if not finite:
+        if not torchrun.all_reduce(finite.float(), dist.ReduceOp.MIN):  # a fault in any process stops them all
             fault_stop(iteration, last_checkpoint)
 
         y_pred, y_true = filled_values[in_update], returns[in_update]
@@ -1319,9 +1332,7 @@ if __name__ == "__main__":
                     game_scores=game_scores,
                     new_actions_on=new_actions_on,
                 )
-            ranks = [local] * world_size
-            if world_size > 1:  # each process's under "ranks", gathered by rank 0
-                dist.gather_object(local, ranks if rank == 0 else None, 0)
+            ranks = torchrun.all_gather(local)  # each process's under "ranks"
             learner = learner_state(
                 agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents
             )
@@ -1336,6 +1347,6 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}")
 
     writer.close()
-    close_torchrun(world_size)
+    torchrun.close()
     if rank == 0:
         print(f"params_sha256={params_sha256(agent)}")
