@@ -793,11 +793,9 @@ class Torchrun:
             dist.destroy_process_group()
 
 
-def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
+def make_world(args: Args, checkpoint: dict | None, rank: int):
     """This process's world: E games x 2 sides x N heroes, rows ordered (game, side, hero); `done` hides each world's
-    autoreset. The arguments are checked and the derived sizes set, in order; the first line says the world's
-    settings and what it turned off. On resume, worlds that cannot save their state restart their games with a seed
-    of their own. Returns (world, references, held-out bots, score weights in its score_names' order)."""
+    autoreset. On resume, worlds that cannot save their state restart their games with a seed of their own."""
     check(args.env_id in TEAM_ENV_IDS, f"unknown --env-id {args.env_id}; the worlds: {', '.join(TEAM_ENV_IDS)}")
     check(args.num_envs > 0, f"--num-envs {args.num_envs} must be > 0")  # the world is made before check_args
     env_seed = args.seed
@@ -807,6 +805,13 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         envs = make_team_env(args.env_id, args.num_envs, env_seed + rank, args.num_heroes)
     except (ValueError, FootballUnavailable) as error:
         usage_error(str(error))
+    return envs
+
+
+def resolve_args(args: Args, envs, rank: int, world_size: int):
+    """`args` fitted to the world `envs`, in order: the bot games' bots kept to the references, every check, the flags
+    the world cannot use turned off and the derived sizes set; rank 0's first line says the world's settings and what
+    was turned off. Returns (references, held-out bots, score weights in the world's score_names' order)."""
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
     # the bot games' bots: the world's bots that are not references are left out, and the first line says so
@@ -833,7 +838,7 @@ def make_world(args: Args, checkpoint: dict | None, rank: int, world_size: int):
         off += f", --bot-opponents without {' '.join(dropped)} (not among the references)" if dropped else ""
         print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
-    return envs, references, held_out, weights
+    return references, held_out, weights
 
 
 def clip_per_parameter(agent, grad_sq, grad_steps, beta2):
@@ -958,7 +963,8 @@ if __name__ == "__main__":
         f"--env-id {args.env_id} is neither {old_env_id}, the checkpoint's world, nor a later version",
     )
     args.num_heroes = unoperated.num_heroes
-    envs, references, held_out, weights = make_world(args, checkpoint, rank, world_size)
+    envs = make_world(args, checkpoint, rank)
+    references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked, said on line 1
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
@@ -1158,11 +1164,12 @@ if __name__ == "__main__":
             )
             returns = advantages + filled_values
 
-        # flatten the batch; with --mirror (symmetry augmentation, cf. Mittal et al., ICRA 2024), `copies` = 2: after
-        # the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows' advantages,
-        # returns, old log-probabilities, weights and LSTM states (an approximation: an image starts from the state
-        # its row's unmirrored history left). The policy learns from its own applied actions only, the value from
-        # every decision in the update (weights applied * in_update, in_update); the network runs where it ran
+        # flatten the batch; with --mirror (symmetry augmentation, cf. Mittal et al., ICRA 2024), `copies` = 2:
+        # after the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows'
+        # advantages, returns, old log-probabilities, weights and LSTM states (approximations: an image starts
+        # from the state its row's unmirrored history left, and is normalised with statistics of unmirrored
+        # rows). The policy learns from its own applied actions only, the value from every decision in the
+        # update (weights applied * in_update, in_update); the network runs where it ran
         copies = 2 if args.mirror else 1
         b_obs, b_masks, b_actions = obs.reshape((-1,) + obs_shape), masks.reshape(-1, A), actions.reshape(-1)
         if args.mirror:
@@ -1175,8 +1182,10 @@ if __name__ == "__main__":
             x.reshape(-1).repeat(copies) for x in shared
         )
         b_h, b_c = (s.reshape(num_chunks * P, -1).repeat(copies, 1) for s in (chunk_h, chunk_c))
-        # truncated BPTT: sequence (c * num_chunks + k) * P + p (copy c, chunk k, row p) holds the flat rows
-        # ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len; flatinds (bptt_len, sequences): them
+        # truncated BPTT: the flat rows are ordered [copy c][step][row p = (game, side, hero)], so that
+        # sequence (c * num_chunks + k) * P + p (chunk k of copy c) holds the rows
+        # ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len (flatinds (bptt_len, sequences): them),
+        # and team j's N heroes are the sequences j * N + n, n < N
         flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P)
         flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, copies * num_chunks * P)
 

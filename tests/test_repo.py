@@ -703,4 +703,4 @@ def test_the_five_pair_shares_every_helper_but_what_surgery_changes():
     shared = set(selfplay) & set(surgery)
     assert len(shared) >= 30, sorted(shared)
     drifted = sorted(name for name in shared if selfplay[name] != surgery[name])
-    assert drifted == ["Agent", "Args", "check_args", "make_world"], drifted
+    assert drifted == ["Agent", "Args", "check_args", "resolve_args"], drifted
