@@ -256,27 +256,33 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
-    # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,)
+    # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,); in the
+    # example (T + 1 = 5 keys a hero) sequence_key [0, 0, 1, 5, 5], seq [0, 0, 1, 2, 2], lengths [2, 1, 2]
     sequence_key = b * (len(done) + 1) + games[t, b].long()
     _, seq, lengths = torch.unique_consecutive(sequence_key, return_inverse=True, return_counts=True)
-    first = lengths.cumsum(0) - lengths  # (Q,) each sequence's first step among the K
-    owner = b[first]  # (Q,) each sequence's hero
-    position = torch.arange(len(t), device=t.device) - first[seq]  # (K,) each step's place in its sequence
+    first = lengths.cumsum(0) - lengths  # (Q,) each sequence's first step among the K (example: [0, 2, 3])
+    owner = b[first]  # (Q,) each sequence's hero (example: [0, 0, 1])
+    # (K,) each step's place in its sequence (example: [0, 1, 0, 0, 1])
+    position = torch.arange(len(t), device=t.device) - first[seq]
     padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (max length, Q, features)
     padded[position, seq] = hidden
-    fresh = (games[t[first], owner] == 0).view(1, -1, 1)  # no game end before it: the carried state
+    # (Q,) no game end before the sequence: it starts from the carried state (example: [True, False, True])
+    fresh = (games[t[first], owner] == 0).view(1, -1, 1)
     initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
     # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
     # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
     # it is longest
     out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
-    last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])  # (Q,) a hero's last
-    for length in lengths[last & (lengths < len(padded))].unique().tolist():  # shorter ones, by length, alone
+    # (Q,) a hero's last sequence (example: [False, True, True]); those shorter than the longest run again
+    # alone, by length (example: length 1, hero 0's second sequence)
+    last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])
+    for length in lengths[last & (lengths < len(padded))].unique().tolist():
         q = (last & (lengths == length)).nonzero().squeeze(1)
         _, (h_q, c_q) = lstm(padded[:length, q], (initial[0][:, q], initial[1][:, q]))
         h_seq, c_seq = h_seq.index_copy(1, q, h_q), c_seq.index_copy(1, q, c_q)
-    hero = owner[last]
-    kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)  # no game end after it
+    hero = owner[last]  # (example: [0, 1])
+    # no game end after a hero's last sequence: its state carries out (example: [True, False]: hero 1's zero)
+    kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)
     h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
     return out[position, seq], (h, c)
 
