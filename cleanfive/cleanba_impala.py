@@ -302,7 +302,11 @@ def evaluate(agent, envs, generator, device, video_path):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
+    if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
+        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
+        ignored = [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]
+        if ignored:
+            print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
     check(args.env_id in ATARI_ENV_IDS, f"--env-id {args.env_id}: use an Atari v5 id of envpool, e.g. Breakout-v5")

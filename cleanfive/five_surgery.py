@@ -951,7 +951,11 @@ if __name__ == "__main__":
     launch_time = time.time()
     args = tyro.cli(Args, default=world_args(sys.argv[1:]))
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (the other flags are ignored)
+    if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
+        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
+        ignored = [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]
+        if ignored:
+            print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
     if saved:  # the model is rated as it is, in its own world: the surgery flags do not apply
@@ -1011,6 +1015,7 @@ if __name__ == "__main__":
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
+        writer.close()
         sys.exit(0)
 
     # torchrun: every process built the same network; from here on each plays its own games, own generators

@@ -348,6 +348,7 @@ def bad_input(name, case, tmp):
 
 
 DRIVER_ENV = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}  # never the network, nor a display
+IGNORED_SEED = "12345"  # given to each resume: the checkpoint's seed holds, and the run says it ignored this one
 
 
 def script_job(name, kinds, tmp):
@@ -382,7 +383,8 @@ def script_job(name, kinds, tmp):
         checkpoint = load(path)  # what the killed run left: a whole file (atomic writes), maybe a later update
         shutil.copy(path, other / "checkpoint.pt")
         # the run to compare with: uninterrupted (bit-identical), or the same checkpoint resumed elsewhere
-        cases["resumed"] = (killed, ["--resume", str(path.relative_to(killed))])
+        # (with a flag of another value, which the resumed run ignores and names: it must end as if not given)
+        cases["resumed"] = (killed, ["--resume", str(path.relative_to(killed)), "--seed", IGNORED_SEED])
         second = {"bit-identical": resume_flags, "deterministic": ["--resume", "checkpoint.pt"]}.get(s.resume_check)
         cases |= {"second": (other, second)} if second else {}
         out["resume"] = {"checkpoint": checkpoint, "path": path, "dirs": (killed, other)}
@@ -540,6 +542,7 @@ def test_sigkill_then_resume_loses_no_update(runs, key):
     # it starts right after the checkpoint's update, under the same run name
     (line,) = RESUMED.findall(resumed.stdout)
     assert (int(line[1]), int(line[2])) == (k, g), resumed.stdout
+    assert f"the run goes on with its own flags; ignored: --seed {IGNORED_SEED}" in resumed.stdout, resumed.stdout
     assert checkpoint["run_name"] == out["path"].parent.name
     # and finishes every update: the last checkpoint is the last update, and each update is logged exactly once
     last = load(out["path"])
