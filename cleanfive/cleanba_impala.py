@@ -304,8 +304,7 @@ if __name__ == "__main__":
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
         given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
-        ignored = [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]
-        if ignored:
+        if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None

@@ -754,8 +754,7 @@ if __name__ == "__main__":
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
         given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
-        ignored = [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]
-        if ignored:
+        if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
@@ -784,7 +783,6 @@ if __name__ == "__main__":
     eval_rng = np.random.default_rng([args.seed, 1])  # evaluation's own generator: evaluating never changes training
 
     device = torch.device(f"cuda:{torchrun.local_rank}" if torch.cuda.is_available() and args.cuda else "cpu")
-
     agent = Agent(obs_shape, A, N, args.hidden_size, envs.move_squares if args.square_head else None).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     grad_sq, grad_steps = [torch.zeros_like(param) for param in agent.parameters()], 0  # the gradient's 2nd moment
