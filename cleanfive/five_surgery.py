@@ -772,10 +772,11 @@ class Torchrun:
             dist.all_gather_object(gathered, obj)
         return gathered
 
-    def all_reduce(self, tensor, op=dist.ReduceOp.SUM):
-        """`tensor` reduced over the processes, in place; returns it."""
+    def all_reduce(self, tensor, op: str = "SUM"):
+        """`tensor` reduced over the processes in place, op a name of dist.ReduceOp (which a torch built
+        without distributed lacks: looked up only under torchrun); returns it."""
         if self.size > 1:
-            dist.all_reduce(tensor, op)
+            dist.all_reduce(tensor, getattr(dist.ReduceOp, op))
         return tensor
 
     def average_gradients(self, parameters) -> None:
@@ -1273,7 +1274,7 @@ if __name__ == "__main__":
             hidden, _ = agent.get_states(next_obs, next_lstm_state, next_done, all_rows)
             finite &= torch.stack([param.isfinite().all() for param in agent.parameters()]).all()
             finite &= agent.actor(hidden).isfinite().all() & agent.critic(hidden).isfinite().all()
-        if not torchrun.all_reduce(finite.float(), dist.ReduceOp.MIN):  # a fault in any process stops them all
+        if not torchrun.all_reduce(finite.float(), "MIN"):  # a fault in any process stops them all
             fault_stop(iteration, last_checkpoint)
 
         y_pred, y_true = filled_values[in_update], returns[in_update]
