@@ -25,12 +25,15 @@ RENEW = os.environ.get("CLEANFIVE_RENEW_GOLDEN") == "1"
 
 
 def machine_class() -> str:
-    """The runs' float arithmetic depends on the processor's widest vector instructions and on torch's version."""
-    flags = ""
-    if Path("/proc/cpuinfo").exists():
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    """The runs' float arithmetic depends on the processor's maker and widest vector instructions and on torch's
+    version: MKL picks its kernels by both, and an Intel and an AMD processor with AVX-512 end a tiny run with other
+    parameters (issue 87's sitting of 2026-12-07: every tiny-run hash differed on an Intel Xeon from the AMD EPYC's)."""
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    flags = next((line for line in cpuinfo if line.startswith("flags")), "")
+    vendor_id = next((line.split(":")[1].strip() for line in cpuinfo if line.startswith("vendor_id")), "")
+    vendor = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(vendor_id, "other")
     isa = "avx512" if " avx512f" in flags else "avx2" if " avx2" in flags else "other"
-    return f"{platform.machine()}-{isa}-torch{torch.__version__.split('+')[0]}"
+    return f"{platform.machine()}-{vendor}-{isa}-torch{torch.__version__.split('+')[0]}"
 
 
 def _update(path: Path, change) -> None:
