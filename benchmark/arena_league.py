@@ -58,7 +58,7 @@ def train(args) -> list[str]:
             shutil.rmtree(cwd, ignore_errors=True)
             cwd.mkdir(parents=True)
             cmd = [sys.executable, str(SCRIPT), "--env-id", ENV_ID, "--seed", str(seed), "--save-every", "10"]
-            procs[seed] = subprocess.Popen([*cmd, "--quiet"], cwd=cwd, env=env, stdout=subprocess.DEVNULL)
+            procs[seed] = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL)
         start = time.time()
         for k in range(1, args.snapshots + 1):
             time.sleep(max(0.0, start + args.minutes * 60 * k / args.snapshots - time.time()))

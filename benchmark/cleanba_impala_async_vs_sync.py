@@ -45,7 +45,7 @@ def main() -> None:
     args = PARSER.parse_args()
     # the code being measured: the commit, and whether the script or its env helper differ from it
     code, load_before = pv.code_version(SCRIPT, "cleanfive/envs/atari.py"), os.getloadavg()[0]
-    common = ["--seed", str(args.seed), "--total-timesteps", str(args.total_timesteps), "--quiet", *args.extra]
+    common = ["--seed", str(args.seed), "--total-timesteps", str(args.total_timesteps), *args.extra]
     rows = {mode: [] for mode in MODES}
     for _ in range(args.repeats):
         for mode, flags in MODES.items():

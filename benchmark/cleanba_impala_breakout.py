@@ -52,7 +52,7 @@ def main() -> None:
     # the code being measured: the commit, and whether the script or its env helper differ from it
     code, load_before = pv.code_version(SCRIPT, "cleanfive/envs/atari.py"), os.getloadavg()[0]
     steps = ["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps is not None else []
-    runs = {seed: run_seed(seed, ["--quiet", *args.extra, *steps]) for seed in args.seeds}
+    runs = {seed: run_seed(seed, [*args.extra, *steps]) for seed in args.seeds}
 
     played = [r["returns"] for r in runs.values()]
     rows = [

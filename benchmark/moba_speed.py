@@ -60,7 +60,7 @@ def train_sps(env_id: str, num_heroes: int, updates: int, seed: int) -> float:
     cmd = [sys.executable, str(SCRIPT), "--env-id", env_id, "--num-heroes", str(num_heroes), "--num-envs", "64"]
     cmd += ["--seed", str(seed)]
     cmd += ["--total-timesteps", str(updates * 64 * 64), "--eval-every", str(updates), "--reference-games", "2"]
-    cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0", "--quiet"]
+    cmd += ["--references", "random", "push", "--eval-games", "2", "--save-every", "0"]
     with tempfile.TemporaryDirectory() as tmp:
         if (result := subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)).returncode != 0:
             sys.exit(f"training run failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")

@@ -60,7 +60,7 @@ def train(task: str, row: str, seed: int, args: argparse.Namespace) -> dict:
     """Train one configuration in a subprocess; its summary fields and wall time."""
     _, strategy, plo = ROWS[row]
     cmd = [sys.executable, str(SCRIPT), "--task", task, "--strategy", strategy, *(["--plo"] if plo else [])]
-    cmd += ["--seed", str(seed), "--total-timesteps", str(args.total_timesteps), "--save-every", "0", "--quiet"]
+    cmd += ["--seed", str(seed), "--total-timesteps", str(args.total_timesteps), "--save-every", "0"]
     start, summary = time.time(), pv.last_line([*cmd, *args.extra], "summary ")
     summary = {k: float(v) for k, v in summary.items() if k not in ("task", "strategy", "plo")}  # the numbers
     print(f"  {task} {row} seed {seed}: sparse return {summary['sparse_return']:.2f}", flush=True)

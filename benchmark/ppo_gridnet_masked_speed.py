@@ -49,7 +49,7 @@ def main() -> None:
 
     code, started = pv.code_version(SCRIPT, "cleanfive/envs/microrts.py"), time.time()
     train = [sys.executable, str(SCRIPT), "--total-timesteps", str(args.updates * BATCH), "--eval-episodes", "0"]
-    train += ["--eval-games", "0", "--save-every", "0", "--quiet"]
+    train += ["--eval-games", "0", "--save-every", "0"]
     results: dict[str, list[float]] = {f"train, --torch-threads {t}": [] for t in args.torch_threads} | {GAME: []}
     for repeat in range(args.repeats):  # alternate the configurations so that drifting load hits them alike
         for t in args.torch_threads:

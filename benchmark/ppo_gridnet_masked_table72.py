@@ -66,7 +66,7 @@ def run_one(size: str, strategy: str, penalty: float | None, seed: int, steps: i
     cmd += ["--reward-weight", "0", "1", "0", "0", "0", "0", "--num-selfplay-envs", "0", "--num-bot-envs", "8"]
     cmd += ["--bots", "passiveAI", "--max-steps", "2000", "--num-steps", "128", "--eval-episodes", "8"]
     cmd += ["--eval-games", "0", "--total-timesteps", str(steps), "--seed", str(seed), "--strategy", strategy]
-    cmd += ["--quiet", *(["--invalid-penalty", str(penalty)] if penalty is not None else []), *extra]
+    cmd += [*(["--invalid-penalty", str(penalty)] if penalty is not None else []), *extra]
     start = time.time()
     row = {k: float(v) for k, v in pv.last_line(cmd, "summary ").items() if k != "strategy"}
     label = f"{size} {strategy} {penalty} seed {seed}"

@@ -39,6 +39,7 @@ import board_table
 import connect4_judge
 import numpy as np
 import provenance as pv
+import torch
 
 from cleanfive.envs.teams import world_defaults
 
@@ -291,13 +292,14 @@ def kept_or_train(seed: int, block: str, args: argparse.Namespace) -> dict | Non
         pv.keep(path, run)
     model = pv.ROOT / run["model"] if run and run.get("model") else None
     if model and args.env_id == connect4_judge.ENV_ID and "judge" not in run["final"] and model.exists():
-        if hashlib.sha256(model.read_bytes()).hexdigest() == run["final"].get("model_sha256"):  # the file it played
+        if run["final"].get("model_sha256") in digests(model):  # the file it played
             run["final"]["judge"] = connect4_judge.judge(str(model))
             pv.keep(path, run)
     for opponent in args.head_to_head or []:  # --head-to-head: the matches the kept run lacks
         kept = run["final"].get("head_to_head", {}) if model else {}
-        if opponent == "bundled" and "bundled" in kept and kept["bundled"]["opponent_sha256"] != bundled_sha256(args):
-            former = kept.pop("bundled")  # the bundled model was replaced since: kept as the former one's, played again
+        kept_bundled = opponent == "bundled" and "bundled" in kept
+        if kept_bundled and kept["bundled"]["opponent_sha256"] not in digests(bundled_file(args)):
+            former = kept.pop("bundled")  # the bundled model was replaced since (not converted): the former one's
             kept[f"bundled@{former['opponent_sha256'][:8]}"] = former
         if model and opponent not in run["final"].get("head_to_head", {}):
             if result := head_to_head(model, run["final"].get("model_sha256"), seed, opponent, args):
@@ -314,9 +316,17 @@ def bundled_sha256(args: argparse.Namespace) -> str:
     return hashlib.sha256(bundled_file(args).read_bytes()).hexdigest()
 
 
+def digests(path: Path) -> set[str]:
+    """The sha256 of the file ``path`` and of each earlier version of it that ``cleanfive/convert_saved.py`` turned
+    into it (its ``converted_from``): results that name any of them name this model."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)  # a file is data, never code
+    return {hashlib.sha256(path.read_bytes()).hexdigest(), *saved.get("converted_from", [])}
+
+
 def played_file(path: Path, sha256: str | None) -> Path | None:
-    """``path`` if it exists and is the file whose digest its final table kept (``sha256``), else None."""
-    return path if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == sha256 else None
+    """``path`` if it exists and is the file whose digest its final table kept (``sha256``, or a version of it
+    before a conversion), else None."""
+    return path if path.exists() and sha256 in digests(path) else None
 
 
 def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argparse.Namespace) -> dict | None:
@@ -339,16 +349,14 @@ def head_to_head(model: Path, sha256: str, seed: int, opponent: str, args: argpa
 
 def head_to_head_table(finals: dict[int, dict | None], opponents: list[str]) -> list[str]:
     """--head-to-head's rows: per opponent, the final models' score (win + draw / 2) and win, draw and loss rates,
-    per seed and across seeds ("—": a seed without that match); a match kept against a bundled model that was
-    replaced since (``bundled@<its digest>``) after them, as the former bundled model's."""
-    rows, formers = [], {key for final in finals.values() for key in (final or {}).get("head_to_head", {})}
-    for opponent in [*opponents, *sorted(key for key in formers if key.startswith("bundled@"))]:
+    per seed and across seeds ("—": a seed without that match). A match kept against a bundled model replaced since
+    (``bundled@<its digest>``) stays in the kept results, not in the table: history, which the research log tells."""
+    rows = []
+    for opponent in opponents:
         matches = [(final or {}).get("head_to_head", {}).get(opponent) for final in finals.values()]
         if not any(matches):
             continue
         against = "the bundled model" if opponent == "bundled" else f"`{opponent}`'s model of the same seed"
-        if opponent.startswith("bundled@"):
-            against = f"the former bundled model (its file's sha256 `{opponent.split('@')[1]}…`)"
         scores = [m["win"] + m["draw"] / 2 if m else np.nan for m in matches]
         rows.append((f"score against {against} (win + draw / 2)", scores, ".3f", 1.0))
         for outcome in ("win", "draw", "loss"):

@@ -34,7 +34,6 @@ class Args:
     wandb_project_name: str = "cleanfive"  # the wandb's project name
     wandb_entity: str | None = None  # the entity (team) of wandb's project
     save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
-    quiet: bool = False  # if toggled, no progress line is printed
     torch_threads: int = 1  # torch's intra-op CPU threads (one pool shared by the actor threads and the learner)
     save_every: int = 200  # write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)
     resume: str | None = None  # continue from a `checkpoint.pt` with its `Args` (the games in progress restart)
@@ -525,7 +524,7 @@ if __name__ == "__main__":
                 writer.add_scalar("stats/rollout_queue_get_time", rollout_wait, global_step)
                 writer.add_scalar("stats/param_queue_get_time", sum(ro["param_wait"] for ro in rollouts), global_step)
                 writer.add_scalar("charts/SPS", sps, global_step)
-                if not args.quiet and (time.time() - last_print > 10 or update == args.num_updates):
+                if time.time() - last_print > 10 or update == args.num_updates:
                     last_print = time.time()
                     eta = (args.num_updates - update) * (last_print - start_time) / (update - first_update + 1)
                     mean_return = np.mean(recent_returns) if recent_returns else float("nan")

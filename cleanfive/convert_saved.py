@@ -21,13 +21,18 @@ order, a step doing nothing to a file that already has it:
    with the script at `eebd269`). The switches --norm-obs, --norm-reward and --zero-sum left both Five scripts after
    `eebd269` (those parts of the recipe are always on): a model trained with one off plays as before (its observation
    statistics stayed at their start), a checkpoint of such a run is not converted;
-6. the sizes a script derives in runtime and no longer keeps in `Args` are dropped (DERIVED_FIELDS), γ among them.
+6. the sizes a script derives in runtime and no longer keeps in `Args` are dropped (DROPPED_FIELDS), γ among them,
+   and so is --quiet, which changed no run and left all five scripts in issue 87 (a flag the project's rule for a
+   reference script does not keep: no paper, no CleanRL convention, no default);
+7. the converted file records the sha256 of each earlier version of itself (`converted_from`), so that a benchmark
+   that names a model by its file's digest (`benchmark/ppo_lstm_selfplay_learning.py`) still knows it.
 
 The original is kept as PATH.old.
 
     uv run python cleanfive/convert_saved.py runs/<run>/checkpoint.pt
 """
 
+import hashlib
 import os
 import pickle
 import sys
@@ -54,8 +59,13 @@ LAST_WITH = dict(bot_ladder="a4d57ae", bot_ladder_top="a4d57ae", pool_sampling="
 LAST_WITH |= dict.fromkeys(("lstm_skip", "norm_obs", "norm_reward", "zero_sum"), "eebd269")
 NETWORK_FLAGS = ("lstm_skip",)  # removed flags that shaped the network: a model with another value is refused too
 TEAM_SCRIPTS = ("ppo_lstm_selfplay.py", "five_surgery.py")  # their checkpoints hold each process's matchmaking
-# the sizes each script derives in runtime and no longer keeps in Args (issue 87): dropped, whatever their value
-DERIVED_FIELDS = {script: ("num_players", "num_sequences", "minibatch_sequences", "gamma") for script in TEAM_SCRIPTS}
+# fields no script keeps in Args any more, dropped whatever their value (issue 87): --quiet (it changed no run), and
+# the sizes the two Five scripts derive in runtime
+SCRIPTS = (*TEAM_SCRIPTS, "ppo_gridnet_masked.py", "ppo_action_guidance.py", "cleanba_impala.py")
+DROPPED_FIELDS = {script: ("quiet",) for script in SCRIPTS}
+for script in TEAM_SCRIPTS:
+    DROPPED_FIELDS[script] += ("num_players", "num_sequences", "minibatch_sequences", "gamma")
+CONVERTED_FROM = "converted_from"  # the sha256 of each earlier version of the file, oldest first
 
 
 @dataclass
@@ -75,7 +85,7 @@ def to_plain(tree):
 
 
 def upgrade(saved: dict) -> dict:
-    """A file's contents (plain data) brought to today's format: steps 2 to 5 of the module's docstring. Raises
+    """A file's contents (plain data) brought to today's format: steps 2 to 6 of the module's docstring. Raises
     ValueError for a checkpoint that today's script cannot resume as its run went on (a removed flag not at the value
     of a run without it)."""
     saved = dict(saved)
@@ -89,7 +99,7 @@ def upgrade(saved: dict) -> dict:
                 raise ValueError(
                     f"its run used --{flag.replace('_', '-')}: play or resume it with the script at {LAST_WITH[flag]}"
                 )
-        for field in DERIVED_FIELDS.get(saved.get("script"), ()):
+        for field in DROPPED_FIELDS.get(saved.get("script"), ()):
             saved["args"].pop(field, None)
     if saved.get("script") in TEAM_SCRIPTS and "ranks" in saved:  # a checkpoint: each process's matchmaking state
         ranks = [dict(local) for local in saved["ranks"]]
@@ -131,6 +141,8 @@ if __name__ == "__main__":
         except ValueError as exc:
             print(f"error: {path} is not converted: {exc}", file=sys.stderr)
             sys.exit(2)
+        with open(path, "rb") as file:
+            today[CONVERTED_FROM] = [*today.get(CONVERTED_FROM, []), hashlib.sha256(file.read()).hexdigest()]
         os.replace(path, path + ".old")
         torch.save(today, path)
         print(f"converted {path} (the original is kept as {path}.old)")

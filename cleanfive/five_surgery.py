@@ -37,7 +37,6 @@ class Args:
     save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` atomically every this many updates (0: never)
     resume: str | None = None  # continue from a checkpoint with its `Args` (the other flags are ignored)
     eval_only: str | None = None  # rate a `--save-model` file (or a checkpoint) against every reference
-    quiet: bool = False  # if toggled, no progress line is printed
 
     # Algorithm specific arguments
 
@@ -837,7 +836,7 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
     check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
-    if rank == 0 and not args.quiet:
+    if rank == 0:
         shown = {key: getattr(args, key) for key in world_defaults(args.env_id)}  # the flags marked (world)
         shown = {key: " ".join(v) or "(every reference)" if isinstance(v, tuple) else v for key, v in shown.items()}
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
@@ -984,7 +983,6 @@ if __name__ == "__main__":
 
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name, writer = start_logging(args, run_name, torchrun, checkpoint)
-    verbose = rank == 0 and not args.quiet  # progress lines from rank 0
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -1011,7 +1009,7 @@ if __name__ == "__main__":
     else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
         ratings = rate_bots(envs, args.env_id, references, args.reference_games)
     evaluator = ReferenceEvaluator(ratings)
-    if verbose:
+    if rank == 0:
         print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
@@ -1299,7 +1297,7 @@ if __name__ == "__main__":
             results = play_references(
                 agent, args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video_path
             )
-            if verbose and last:  # the final model against every reference and held-out bot, and its robust rung
+            if last:  # the final model against every reference and held-out bot, and its robust rung
                 trained = trained_bots(vars(args), references)
                 print_reference_table(results, evaluator, args.eval_games, trained, held_out)
             rating = evaluator.finish_version(iteration)  # the next version starts from this mu, sigma reset
@@ -1307,10 +1305,9 @@ if __name__ == "__main__":
             writer.add_scalar("charts/trueskill_sigma", rating.sigma, global_step)
             for name, (win, _, _) in results.items():
                 writer.add_scalar(f"eval/winrate_{name}", win, global_step)
-            if verbose:
-                wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
-                rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
-                print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
+            wins = " ".join(f"win_vs_{k}={v[0]:.2f}" for k, v in results.items())
+            rated = f"trueskill_mu={rating.mu:.2f} sigma={rating.sigma:.2f} {wins}"
+            print(f"eval time={time.time() - launch_time:.1f}s global_step={global_step} {rated}", flush=True)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
@@ -1327,7 +1324,7 @@ if __name__ == "__main__":
         writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if verbose and (time.time() - last_print > 10 or iteration in (start_iteration + 1, args.num_iterations)):
+        if rank == 0 and (time.time() - last_print > 10 or iteration in (start_iteration + 1, args.num_iterations)):
             last_print = time.time()
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - start_iteration)
             print(f"iteration {iteration}/{args.num_iterations} global_step={global_step} SPS={sps} ETA={eta:.0f}s")

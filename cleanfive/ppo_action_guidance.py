@@ -41,7 +41,6 @@ class Args:
     # save GIFs of env 0's episodes 0, 1, 8, 27, ... and its first evaluation episode (needs a display for µRTS)
     capture_video: bool = False
     save_model: bool = False  # whether to save the final model (with its `Args`) into `runs/{run_name}`
-    quiet: bool = False  # if toggled, no progress line is printed (the final `summary` line still is)
     save_every: int = 20  # write `runs/{run_name}/checkpoint.pt` (atomically) every this many updates (0: never)
     # continue from a `checkpoint.pt` with its `Args` (the games in progress restart: they live in the JVM)
     resume: str | None = None
@@ -695,7 +694,7 @@ if __name__ == "__main__":
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("charts/epsilon", epsilon, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        if not args.quiet and (time.time() - last_print > 10 or iteration == args.num_iterations):
+        if time.time() - last_print > 10 or iteration == args.num_iterations:
             last_print = time.time()
             eta = (args.num_iterations - iteration) * (last_print - start_time) / (iteration - first_iteration + 1)
             recent = f"{np.mean([h['sparse_return'] for h in history[-10:]]):.2f}" if history else "-"

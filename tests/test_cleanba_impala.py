@@ -26,7 +26,7 @@ from cleanfive.envs.atari import ATARI_ENV_IDS, EpisodeStatistics, make_atari, p
 
 SCRIPT = Path(__file__).resolve().parents[1] / "cleanfive" / "cleanba_impala.py"
 # 2 envs x 64 steps x 4 updates: about 2 s of training; seed 1 finishes two Breakout games within it
-TINY = ["--local-num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--total-timesteps", "512", "--quiet"]
+TINY = ["--local-num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--total-timesteps", "512"]
 FINAL = re.compile(r"^final global_step=(\d+) .* learners=(\d+) learners_identical=(\w+) params_sha256=(\w+)$", re.M)
 
 

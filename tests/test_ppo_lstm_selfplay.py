@@ -1,5 +1,6 @@
 """cleanfive/ppo_lstm_selfplay.py: the recipe's maths against direct computations, and tiny end-to-end runs."""
 
+import hashlib
 import importlib.util
 import os
 import signal
@@ -724,10 +725,11 @@ def test_a_file_written_before_plain_data_is_refused_then_converted(selfplay, dr
     with pytest.raises(SystemExit) as exit_info:
         selfplay.load_saved(str(old), "--resume", selfplay.CHECKPOINT_KEYS)
     assert exit_info.value.code == 2 and "convert_saved.py" in capsys.readouterr().err
-    converter = SCRIPT.with_name("convert_saved.py")
+    converter, before = SCRIPT.with_name("convert_saved.py"), hashlib.sha256(old.read_bytes()).hexdigest()
     converted = subprocess.run([sys.executable, str(converter), str(old)], capture_output=True, text=True, timeout=120)
     assert converted.returncode == 0, converted.stderr
     assert torch.equal(torch.load(old, weights_only=True)["model"]["actor.weight"], today["model"]["actor.weight"])
+    assert torch.load(old, weights_only=True)["converted_from"] == [before]  # the file it was, by its digest
     assert (tmp_path / "checkpoint.pt.old").exists()
     loaded = selfplay.load_saved(str(old), "--resume", selfplay.CHECKPOINT_KEYS)
     local, want = loaded["ranks"][0], today["ranks"][0]
@@ -898,6 +900,9 @@ def test_convert_saved_brings_each_older_format_to_todays():
         upgrade({**old, "args": lane | {"bot_ladder": 0.5}, "ranks": [{}]})
     today = {"script": "five_surgery.py", "args": {"env_id": "Moba5v5-v1"}, "model": {}}
     assert upgrade(today) == today
+    # --quiet changed no run: it goes whatever its value, from a checkpoint too, in every script's files
+    assert upgrade({**today, "args": today["args"] | {"quiet": True}, "ranks": []})["args"] == today["args"]
+    assert upgrade({"script": "cleanba_impala.py", "args": {"seed": 2, "quiet": True}})["args"] == {"seed": 2}
 
 
 def test_a_file_from_before_square_head_is_converted_then_played_without_one(driven):

@@ -359,7 +359,7 @@ def script_job(name, kinds, tmp):
     tracked run are processes of their own. Returns {kind: what that kind's tests check}."""
     s, cases, out = SCRIPTS[name], {}, {}
     if "resume" in kinds:  # first in the interpreter: the runs that must end bit for bit alike
-        resume_flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model", "--quiet"]
+        resume_flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model"]
         killed, other = tmp / "killed", tmp / "other"
         killed.mkdir()
         other.mkdir()
@@ -392,7 +392,7 @@ def script_job(name, kinds, tmp):
         tracked = tmp / "tracked"
         tracked.mkdir()
         env = {"WANDB_DIR": str(tracked), "WANDB_SILENT": "true"}
-        tracked_run = run(name, [*s.tiny, "--track", "--save-model", "--quiet"], tracked, **env)
+        tracked_run = run(name, [*s.tiny, "--track", "--save-model"], tracked, **env)
         out["track"] = {"tmp": tracked, "tracked": tracked_run}
         models = list(tracked.glob(f"runs/*/{name}.cleanfive_model"))
         if out["track"]["tracked"].returncode == 0 and models:
@@ -404,7 +404,7 @@ def script_job(name, kinds, tmp):
         flags = {case: bad_input(name, case, tmp) for case in errors}
         cases |= {case: (tmp, flags[case][0]) for case in errors}
     if "fault" in kinds:
-        cases["fault"] = (tmp / "fault", [*s.tiny, *s.nan, "--save-every", "1", "--quiet"])
+        cases["fault"] = (tmp / "fault", [*s.tiny, *s.nan, "--save-every", "1"])
     results = drive(script_path(name), cases, env=DRIVER_ENV, timeout=600)
     if "resume" in kinds:
         out["resume"] |= {"resumed": results["resumed"][0], "second": "second" in results and results["second"][0]}
