@@ -1014,6 +1014,7 @@ if __name__ == "__main__":
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
         writer.close()
+        torchrun.close()  # (under torchrun: every process leaves the group, as at the end)
         sys.exit(0)
 
     # torchrun: every process built the same network; from here on each plays its own games, own generators
