@@ -1028,8 +1028,8 @@ if __name__ == "__main__":
     past_agents: list[Agent] = []
     if surgery:  # the same operations on each past version the trained file holds (--save-every's do), then on it
         operate_pool(pool, past_agents, trained, old_env_id, surgery, args.seed, device)
-    bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-    matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_curriculum)
+    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: no bot lots drawn, as before bots)
+    matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_games)
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)

@@ -811,8 +811,8 @@ if __name__ == "__main__":
     # the past-opponent pool (Appendix N): weights here, quality scores in the pool
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
-    bot_curriculum = args.bot_fraction > 0 or args.bot_fraction_end > 0
-    matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_curriculum)
+    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: no bot lots drawn, as before bots)
+    matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_games)
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, P) + obs_shape).to(device)

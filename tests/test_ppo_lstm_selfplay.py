@@ -658,7 +658,7 @@ def test_matchmaking_draws_past_versions_and_bots_in_their_shares():
     from cleanfive.trueskill_league import OpponentPool
 
     E, S, N, rng = 20_000, 2, 3, np.random.default_rng(0)
-    matchmaking = script.Matchmaking(E, S, N, ("greedy",), past_fraction=0.2, bot_curriculum=True)
+    matchmaking = script.Matchmaking(E, S, N, ("greedy",), past_fraction=0.2, bot_games=True)
     pool, games = OpponentPool(), np.arange(E)
     shares = {}
     for pool_size in (0, 1):

@@ -14,14 +14,15 @@ class Matchmaking:
     """Self-play's opponents (Appendix N), per game: `kind` (LATEST, PAST or BOT), `index` (PAST: the version's index
     in the pool; BOT: the bot's in `bots`, the bot games' bots) and `learner_side` (0 in self-play; the other: the
     opponent's). Of the games not against a past version (`past_fraction` of them once the pool has one), a share
-    against a bot when `bot_curriculum` is on."""
+    against a bot when `bot_games` is on (off: no lots drawn for them, so that a run without bot games draws what
+    it drew before they existed)."""
 
-    def __init__(self, num_games, num_sides, num_heroes, bots, past_fraction, bot_curriculum):
+    def __init__(self, num_games, num_sides, num_heroes, bots, past_fraction, bot_games):
         self.kind = np.full(num_games, LATEST)
         self.index = np.zeros(num_games, dtype=np.int64)
         self.learner_side = np.zeros(num_games, dtype=np.int64)
         self.num_sides, self.num_heroes = num_sides, num_heroes
-        self.bots, self.past_fraction, self.bot_curriculum = bots, past_fraction, bot_curriculum
+        self.bots, self.past_fraction, self.bot_games = bots, past_fraction, bot_games
 
     def learner_rows(self):
         """(E * S * N,) bool, rows (game, side, hero): the heroes that the latest policy drives (every hero of a game
@@ -71,7 +72,7 @@ class Matchmaking:
         if past.size > 0:
             self.kind[past], self.index[past] = PAST, pool.sample(rng, past.size)
             self.learner_side[past] = rng.integers(self.num_sides, size=past.size)
-        if self.bot_curriculum:
+        if self.bot_games:
             other = games[~vs_past]
             vs_bot = other[rng.random(other.size) < bot_share]
             self.kind[vs_bot], self.index[vs_bot] = BOT, rng.choice(len(self.bots), size=vs_bot.size)
