@@ -466,6 +466,20 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
     return advantages, values
 
 
+def flatten_batch(rollout: dict, mirror=None) -> dict:
+    """The update's batch: each rollout tensor (T, P, ...) flattened to rows [step t][row p], as CleanRL's b_ tensors
+    (the LSTM states (T / bptt_len, P, H): one row a sequence). --mirror (symmetry augmentation, cf. Mittal et al.,
+    ICRA 2024): `mirror`, the world's, appends the rows' left-right mirror images, [copy][step][row]: obs, masks and
+    actions mirrored, the rest shared (approximations: an image starts from the state its row's unmirrored history
+    left, and is normalised with statistics of unmirrored rows)."""
+    batch = {key: x.flatten(0, 1) for key, x in rollout.items()}
+    if mirror is not None:
+        obs, masks, actions = mirror(batch["obs"], batch["masks"], batch["actions"])
+        images = {"obs": obs, "masks": masks, "actions": actions}
+        batch = {key: torch.cat([x, images.get(key, x)]) for key, x in batch.items()}
+    return batch
+
+
 def anneal(start, end, frac):
     """A linear schedule: ``start`` at frac 1 (the first update), ``end`` at frac 0 (after the last)."""
     return end + frac * (start - end)
@@ -625,7 +639,7 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
     # the board games' flags that a world without a mirror image, squares or openings cannot use: off, said below
-    usable = dict(mirror=hasattr(envs, "mirror_actions"), square_head=hasattr(envs, "move_squares"))
+    usable = dict(mirror=hasattr(envs, "mirror"), square_head=hasattr(envs, "move_squares"))
     usable |= dict(random_openings=hasattr(envs, "random_openings"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
@@ -951,33 +965,20 @@ if __name__ == "__main__":
             )
             returns = advantages + filled_values
 
-        # flatten the batch; with --mirror (symmetry augmentation, cf. Mittal et al., ICRA 2024), `copies` = 2:
-        # after the rows, their left-right mirror images (board flipped, moves mirrored), which share the rows'
-        # advantages, returns, old log-probabilities, weights and LSTM states (approximations: an image starts
-        # from the state its row's unmirrored history left, and is normalised with statistics of unmirrored
-        # rows). The policy learns from its own applied actions only, the value from every decision in the
-        # update (weights applied * in_update, in_update); the network runs where it ran
-        copies = 2 if args.mirror else 1
-        b_obs, b_masks, b_actions = obs.reshape((-1,) + obs_shape), masks.reshape(-1, A), actions.reshape(-1)
-        if args.mirror:
-            image = torch.as_tensor(envs.mirror_actions, device=device)  # the image of each move
-            b_obs, b_masks = torch.cat([b_obs, b_obs.flip(-1)]), torch.cat([b_masks, b_masks[:, image]])
-            b_actions = torch.cat([b_actions, image[b_actions]])
-        policy_weights, value_weights = applied * in_update, in_update.float()
-        shared = (logprobs, dones, learner_acts, advantages, returns, filled_values, policy_weights, value_weights)
-        b_logprobs, b_dones, b_learner_acts, b_advantages, b_returns, b_values, b_policy_weights, b_value_weights = (
-            x.reshape(-1).repeat(copies) for x in shared
-        )
-        b_h, b_c = (s.reshape(num_chunks * P, -1).repeat(copies, 1) for s in (chunk_h, chunk_c))
-        # truncated BPTT: the flat rows are ordered [copy c][step][row p = (game, side, hero)], so that
-        # sequence (c * num_chunks + k) * P + p (chunk k of copy c) holds the rows
-        # ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len (flatinds (bptt_len, sequences): them),
-        # and team j's N heroes are the sequences j * N + n, n < N
-        flatinds = np.arange(copies * args.batch_size).reshape(copies * num_chunks, args.bptt_len, P)
-        flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, copies * num_chunks * P)
+        # flatten the batch (with --mirror, the rows' mirror images after them): the policy learns from its own
+        # applied actions only, the value from every decision in the update; the network runs where it ran
+        rollout = dict(obs=obs, masks=masks, actions=actions, logprobs=logprobs, dones=dones, learner_acts=learner_acts)
+        rollout |= dict(advantages=advantages, returns=returns, values=filled_values, h=chunk_h, c=chunk_c)
+        rollout |= dict(policy_weights=applied * in_update, value_weights=in_update.float())
+        b = flatten_batch(rollout, envs.mirror if args.mirror else None)
+        # truncated BPTT: sequence q, a row of b["h"] (chunk k of row p in copy c: q = (c * num_chunks + k) * P + p),
+        # holds the rows ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len: flatinds[:, q]; team j's N
+        # heroes are the sequences j * N + n, n < N
+        flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P).transpose(1, 0, 2)
+        flatinds = flatinds.reshape(args.bptt_len, -1)
 
         # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
-        num_teams = copies * num_chunks * E * S  # team sequences in the update
+        num_teams = len(b["h"]) // N  # team sequences in the update
         minibatch_teams = num_teams // args.num_minibatches
         team_inds = np.arange(num_teams)
         clipfracs = []
@@ -989,16 +990,16 @@ if __name__ == "__main__":
                 mb_seqs = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # the team's heroes' sequences
                 mb_inds = flatinds[:, mb_seqs].ravel()  # time-major, as get_states reads them
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-                    b_obs[mb_inds],
-                    (b_h[mb_seqs].unsqueeze(0), b_c[mb_seqs].unsqueeze(0)),
-                    b_dones[mb_inds],
-                    b_learner_acts[mb_inds],
-                    b_masks[mb_inds],
-                    b_actions[mb_inds],
+                    b["obs"][mb_inds],
+                    (b["h"][mb_seqs].unsqueeze(0), b["c"][mb_seqs].unsqueeze(0)),
+                    b["dones"][mb_inds],
+                    b["learner_acts"][mb_inds],
+                    b["masks"][mb_inds],
+                    b["actions"][mb_inds],
                 )
-                pg_w, v_w = b_policy_weights[mb_inds], b_value_weights[mb_inds]
+                pg_w, v_w = b["policy_weights"][mb_inds], b["value_weights"][mb_inds]
                 pg_n, v_n = pg_w.sum().clamp(min=1), v_w.sum().clamp(min=1)
-                logratio = newlogprob - b_logprobs[mb_inds]
+                logratio = newlogprob - b["logprobs"][mb_inds]
                 ratio = logratio.exp()
 
                 with torch.no_grad():
@@ -1007,7 +1008,7 @@ if __name__ == "__main__":
                     approx_kl = (((ratio - 1) - logratio) * pg_w).sum() / pg_n
                     clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * pg_w).sum() / pg_n).item()]
 
-                mb_advantages = b_advantages[mb_inds]
+                mb_advantages = b["advantages"][mb_inds]
                 if args.norm_adv:  # statistics over the applied learner actions only
                     mean = (mb_advantages * pg_w).sum() / pg_n
                     std = ((((mb_advantages - mean) ** 2) * pg_w).sum() / pg_n).sqrt()
@@ -1015,7 +1016,8 @@ if __name__ == "__main__":
 
                 pg_loss = (policy_loss(mb_advantages, ratio, args.clip_coef) * pg_w).sum() / pg_n
                 newvalue = newvalue.view(-1)
-                v_loss = value_loss(newvalue, b_values[mb_inds], b_returns[mb_inds], args.clip_coef, args.clip_vloss)
+                mb_values, mb_returns = b["values"][mb_inds], b["returns"][mb_inds]
+                v_loss = value_loss(newvalue, mb_values, mb_returns, args.clip_coef, args.clip_vloss)
                 v_loss = (v_loss * v_w).sum() / v_n
 
                 entropy_loss = (entropy * pg_w).sum() / pg_n

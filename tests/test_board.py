@@ -7,6 +7,7 @@ import itertools
 import envpool
 import numpy as np
 import pytest
+import torch
 
 from cleanfive.envs import teams
 from cleanfive.envs.board import (
@@ -329,6 +330,11 @@ def test_mirror_image_of_every_move_plays_the_mirrored_game(env_id):
         assert np.array_equal(image_info["board"], info["board"][..., ::-1])
         assert np.array_equal(image_info["action_mask"], info["action_mask"][..., image])
         actions = _random_actions(info, rng)
+        # the world's mirror(), which --mirror applies to a rollout's rows, gives the image world's rows
+        rows = (obs.reshape(-1, *env.obs_shape), info["action_mask"].reshape(-1, env.num_actions), actions.reshape(-1))
+        images = (image_obs, image_info["action_mask"], image[actions])
+        for got, want in zip(env.mirror(*map(torch.as_tensor, rows)), images, strict=True):
+            assert np.array_equal(got.numpy(), want.reshape(got.shape))
         obs, reward, done, info = env.step(actions)
         image_obs, image_reward, image_done, image_info = image_env.step(image[actions])
         assert np.array_equal(image_reward, reward) and np.array_equal(image_done, done)

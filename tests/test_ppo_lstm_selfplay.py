@@ -2,6 +2,7 @@
 
 import hashlib
 import importlib.util
+import itertools
 import os
 import signal
 import subprocess
@@ -561,6 +562,30 @@ def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_
             if not ended:
                 advantages[t, p] += gamma ** (u - t) * (value[u, p] + (lam * advantages[u, p] if u < T else 0.0))
     return advantages
+
+
+def test_flatten_batch_orders_rows_step_by_step_and_appends_the_mirror_images(script):
+    """flatten_batch: row t * P + p holds step t of row p, as CleanRL's b_ tensors; with a mirror, the rows' images
+    follow, [copy][step][row]: obs, masks and actions as the mirror gives them, every other tensor repeated."""
+    T, P, A, K = 4, 3, 5, 2  # K: the LSTM chunks (T / bptt_len)
+    gen = torch.Generator().manual_seed(0)
+    rollout = dict(obs=torch.rand(T, P, 2, 3, generator=gen), masks=torch.rand(T, P, A, generator=gen) > 0.5)
+    rollout |= dict(actions=torch.randint(A, (T, P), generator=gen), advantages=torch.rand(T, P, generator=gen))
+    rollout |= dict(h=torch.rand(K, P, 6, generator=gen))
+
+    images = {"obs": lambda v: -v, "masks": lambda v: ~v, "actions": lambda v: v + 100}  # a stand-in's, marked
+
+    def mirror(obs, masks, actions):
+        return images["obs"](obs), images["masks"](masks), images["actions"](actions)
+
+    plain, both = script.flatten_batch(rollout), script.flatten_batch(rollout, mirror)
+    for key, x in rollout.items():
+        rows = len(x) * P
+        assert plain[key].shape == (rows, *x.shape[2:]) and both[key].shape == (2 * rows, *x.shape[2:])
+        for t, p in itertools.product(range(len(x)), range(P)):
+            assert torch.equal(plain[key][t * P + p], x[t, p]) and torch.equal(both[key][t * P + p], x[t, p])
+            image = images[key](x[t, p]) if key in images else x[t, p]
+            assert torch.equal(both[key][rows + t * P + p], image), key
 
 
 def test_gae_with_waiting_steps_discounts_lambda_per_decision(script):

@@ -414,7 +414,8 @@ class BoardTeamEnv:
       ``info["game_length"]`` int64 (E,): moves in the finished game where ``game_over``, else 0;
       ``info["time"]`` float64 (E,): when this step's scores were earned, in moves (one move = one second):
       the stones on the board after the move (0 on the step that starts a new game).
-    * ``mirror_actions`` int (A,): each move's left-right mirror image (``obs`` flipped on its last axis).
+    * ``mirror_actions`` int (A,): each move's left-right mirror image (``obs`` flipped on its last axis);
+      ``mirror(obs, masks, actions) -> (obs, masks, actions)``: rows' images (tensors (K, 3, H, W), (K, A), (K,)).
     * ``move_squares(planes float (B, 3, H, W)) -> int64 (B, A)``: the square each move fills (a flat index into the
       board): :func:`own_squares` or :func:`landing_squares`, for a network's head that reads each move at its square.
 
@@ -460,6 +461,12 @@ class BoardTeamEnv:
         self._opening_rng = np.random.default_rng(seed + OPENING_SEED)
         self._opening = np.zeros(num_envs, dtype=np.int64)  # each game's random opening: its first k moves
         self._forced = np.zeros(num_envs, dtype=bool)  # the world plays this step's move (a random opening's)
+
+    def mirror(self, obs, masks, actions):
+        """The left-right mirror images of K rows (tensors: obs (K, 3, H, W), masks (K, A), actions (K,)): the board
+        flipped about its vertical axis, each move and its legality mirrored (a training script's --mirror)."""
+        image = torch.as_tensor(self.mirror_actions, device=actions.device)
+        return obs.flip(-1), masks[:, image], image[actions]
 
     def reset(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Reset all envs. Returns ``obs`` float32 (E, 2, 1, 3, H, W) and ``info`` (see class docstring)."""
