@@ -467,11 +467,11 @@ def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, 
 
 
 def flatten_batch(rollout: dict, mirror=None) -> dict:
-    """The update's batch: each rollout tensor (T, P, ...) flattened to rows [step t][row p], as CleanRL's b_ tensors
-    (the LSTM states (T / bptt_len, P, H): one row a sequence). --mirror (symmetry augmentation, cf. Mittal et al.,
-    ICRA 2024): `mirror`, the world's, appends the rows' left-right mirror images, [copy][step][row]: obs, masks and
-    actions mirrored, the rest shared (approximations: an image starts from the state its row's unmirrored history
-    left, and is normalised with statistics of unmirrored rows)."""
+    """The update's batch: each rollout tensor (T, P, ...) flattened to rows [step t][row p], as CleanRL's b_
+    tensors (the LSTM states (T / bptt_len, P, H): one row a sequence). --mirror (symmetry augmentation, cf.
+    Mittal et al., ICRA 2024): `mirror`, the world's, appends the rows' left-right mirror images,
+    [copy][step][row]: obs, masks and actions mirrored, the rest shared (approximations: an image starts from
+    the state its row's unmirrored history left, and is normalised with statistics of unmirrored rows)."""
     batch = {key: x.flatten(0, 1) for key, x in rollout.items()}
     if mirror is not None:
         obs, masks, actions = mirror(batch["obs"], batch["masks"], batch["actions"])
@@ -627,9 +627,11 @@ def make_world(args: Args, checkpoint: dict | None, rank: int):
 
 
 def resolve_args(args: Args, envs, rank: int, world_size: int):
-    """`args` fitted to the world `envs`, in order: the bot games' bots kept to the references, every check, the flags
-    the world cannot use turned off and the derived sizes set; rank 0's first line says the world's settings and what
-    was turned off. Returns (references, held-out bots, score weights in the world's score_names' order)."""
+    """`args` fitted to the world `envs`, in order: the bot games' bots kept to the references, every check,
+    the flags the world cannot use turned off, its random openings switched on (--random-openings: the world
+    plays them) and the derived sizes set; rank 0's first line says the world's settings (with --eval-only,
+    the saved run's) and what was turned off. Returns (references, held-out bots, score weights in the world's
+    score_names' order)."""
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
     # the bot games' bots: the world's bots that are not references are left out, and the first line says so
@@ -657,7 +659,8 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
         defaults = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in shown.items())  # tuples as flags
         off = "".join(f", --no-{key.replace('_', '-')} (not in {args.env_id})" for key in turned_off)
         off += f", --bot-opponents without {' '.join(dropped)} (not among the references)" if dropped else ""
-        print(f"{args.env_id}: {defaults}, score weights {score_weights}{off}", flush=True)
+        saved = f" (the saved run's, --eval-only {args.eval_only})" if args.eval_only else ""  # not --env-id's
+        print(f"{args.env_id}{saved}: {defaults}, score weights {score_weights}{off}", flush=True)
     weights = np.array([score_weights[name] for name in envs.score_names], dtype=np.float32)
     return references, held_out, weights
 
@@ -965,28 +968,26 @@ if __name__ == "__main__":
             )
             returns = advantages + filled_values
 
-        # flatten the batch (with --mirror, the rows' mirror images after them): the policy learns from its own
-        # applied actions only, the value from every decision in the update; the network runs where it ran
-        rollout = dict(obs=obs, masks=masks, actions=actions, logprobs=logprobs, dones=dones, learner_acts=learner_acts)
-        rollout |= dict(advantages=advantages, returns=returns, values=filled_values, h=chunk_h, c=chunk_c)
-        rollout |= dict(policy_weights=applied * in_update, value_weights=in_update.float())
+        # flatten the batch (with --mirror, the rows' mirror images after them): the policy learns from its
+        # own applied actions only, the value from every decision in the update; the network runs where it ran
+        rollout = dict(obs=obs, masks=masks, actions=actions, logprobs=logprobs, dones=dones)
+        rollout |= dict(learner_acts=learner_acts, advantages=advantages, returns=returns, values=filled_values)
+        rollout |= dict(h=chunk_h, c=chunk_c, policy_weights=applied * in_update, value_weights=in_update.float())
         b = flatten_batch(rollout, envs.mirror if args.mirror else None)
-        # truncated BPTT: sequence q, a row of b["h"] (chunk k of row p in copy c: q = (c * num_chunks + k) * P + p),
-        # holds the rows ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len: flatinds[:, q]; team j's N
-        # heroes are the sequences j * N + n, n < N
+        # truncated BPTT: row q of b["h"] starts sequence q = (c * num_chunks + k) * P + p (chunk k of row p,
+        # copy c), which holds the rows ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len:
+        # flatinds[:, q]; team j's N heroes are the sequences j * N + n, n < N
         flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P).transpose(1, 0, 2)
         flatinds = flatinds.reshape(args.bptt_len, -1)
 
         # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
         num_teams = len(b["h"]) // N  # team sequences in the update
-        minibatch_teams = num_teams // args.num_minibatches
         team_inds = np.arange(num_teams)
         clipfracs = []
         finite = torch.tensor(True, device=device)  # numerical faults, checked once after the update
         for _epoch in range(args.update_epochs):
             np.random.shuffle(team_inds)
-            for start in range(0, num_teams, minibatch_teams):
-                mb_teams = team_inds[start : start + minibatch_teams]
+            for mb_teams in np.split(team_inds, args.num_minibatches):
                 mb_seqs = (mb_teams[:, None] * N + np.arange(N)).reshape(-1)  # the team's heroes' sequences
                 mb_inds = flatinds[:, mb_seqs].ravel()  # time-major, as get_states reads them
                 _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
