@@ -232,11 +232,12 @@ def stretched_lstm(lstm, hidden, done, lstm_state):
 
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
-    between two game ends. hidden (K, features): the K active hero-steps, hero by hero in time order, step t
-    (K,) of hero b (K,); done (T, B): a game ended before the step; lstm_state ((1, B, H), (1, B, H)) before
-    step 0. A sequence starts from its hero's carried state, or from zero after a game end; a hero's last
-    state carries out unless a game ends after its last active step (zero then); a hero without active steps
-    carries or resets its state alike. Returns (outputs (K, H), lstm_state after step T - 1).
+    between two game ends. The caller sorts the rows hero by hero, each hero's in time order (get_states
+    does): hidden (K, features), the K active hero-steps, step t (K,) of hero b (K,); done (T, B): a game
+    ended before the step; lstm_state ((1, B, H), (1, B, H)) before step 0. A sequence starts from its hero's
+    carried state, or from zero after a game end; a hero's last state carries out unless a game ends after its
+    last active step (zero then); a hero without active steps carries or resets its state alike. Returns
+    (outputs (K, H), lstm_state after step T - 1).
 
     Two heroes, T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2 (done[2, 0] = 1);
     hero 1 acts at steps 1 and 2, and its game ends before step 3 (done[3, 1] = 1). The K = 5 hero-steps
@@ -628,10 +629,9 @@ def make_world(args: Args, checkpoint: dict | None, rank: int):
 
 def resolve_args(args: Args, envs, rank: int, world_size: int):
     """`args` fitted to the world `envs`, in order: the bot games' bots kept to the references, every check,
-    the flags the world cannot use turned off, its random openings switched on (--random-openings: the world
-    plays them) and the derived sizes set; rank 0's first line says the world's settings (with --eval-only,
-    the saved run's) and what was turned off. Returns (references, held-out bots, score weights in the world's
-    score_names' order)."""
+    the flags the world cannot use turned off and the derived sizes set; rank 0's first line says the world's
+    settings (with --eval-only, the saved run's) and what was turned off. Returns (references, held-out bots,
+    score weights in the world's score_names' order)."""
     references = args.references or envs.bot_names
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
     # the bot games' bots: the world's bots that are not references are left out, and the first line says so
@@ -646,10 +646,8 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
         setattr(args, key, False)
-    if args.random_openings:  # the training world opens its games at random (the evaluations' start empty)
-        envs.random_openings = True
     args.batch_size = envs.num_envs * envs.num_sides * envs.num_heroes * args.num_steps  # this process's
-    team_sequences = envs.num_envs * envs.num_sides * (args.num_steps // args.bptt_len)  # per rollout, images aside
+    team_sequences = args.batch_size // (envs.num_heroes * args.bptt_len)  # per rollout (--mirror: twice, split alike)
     split = f"--num-minibatches {args.num_minibatches} must divide the {team_sequences} team sequences per rollout"
     check(team_sequences % args.num_minibatches == 0, split + " (num_envs * 2 * num_steps / bptt_len)")
     args.num_iterations = max(1, args.total_timesteps // (world_size * args.num_envs * args.num_steps))
@@ -719,6 +717,20 @@ def start_logging(args: Args, run_name: str, torchrun: Torchrun, checkpoint: dic
     return run_name, writer
 
 
+def reference_evaluator(args: Args, envs, references, checkpoint, rank: int) -> ReferenceEvaluator:
+    """TrueSkill evaluation against fixed references (OpenAI Five, Appendix J): the references rated by games
+    among themselves once per world and bot set (cached), or on resume the ratings the run started with; rank 0
+    says them."""
+    if checkpoint:
+        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
+    else:
+        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
+    evaluator = ReferenceEvaluator(ratings)
+    if rank == 0:
+        print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
+    return evaluator
+
+
 def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name):
     """--eval-only: the saved model against every reference and held-out bot (sampled actions, each side in
     half of the games), its table printed."""
@@ -782,6 +794,8 @@ if __name__ == "__main__":
     rank, world_size = torchrun.rank, torchrun.size
     envs = make_world(args, checkpoint, rank)
     references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked, said on line 1
+    if args.random_openings:  # board games: the training games open at random (the evaluations' start empty)
+        envs.random_openings = True
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
@@ -806,13 +820,7 @@ if __name__ == "__main__":
     versions = [copy.deepcopy(agent.state_dict())] if args.policy_lag else []
     lagged_agent = copy.deepcopy(agent) if args.policy_lag else agent  # the network the rollouts act with
 
-    if checkpoint:  # a resumed run keeps the reference ratings it started with
-        ratings = {k: rating_from_dict(r) for k, r in checkpoint["evaluator"]["references"].items()}
-    else:  # rated by games among the references (Appendix J) once per world and bot set (cached)
-        ratings = rate_bots(envs, args.env_id, references, args.reference_games)
-    evaluator = ReferenceEvaluator(ratings)
-    if rank == 0:
-        print("reference ratings:", {k: round(float(v.mu), 2) for k, v in evaluator.references.items()})
+    evaluator = reference_evaluator(args, envs, references, checkpoint, rank)  # TrueSkill (Appendix J)
     if saved:  # --eval-only: the model against every reference and held-out bot; then the run ends
         evaluate_saved(agent, saved, args, evaluator, references, held_out, device, eval_rng, run_name)
         writer.close()
