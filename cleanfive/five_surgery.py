@@ -980,10 +980,11 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
-    args = tyro.cli(Args, default=world_args(sys.argv[1:]))
+    defaults = world_args(sys.argv[1:])  # Args with the world's settings (--env-id's)
+    args = tyro.cli(Args, default=defaults)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
     if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
-        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
+        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(defaults, k)}
         if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})

@@ -384,7 +384,9 @@ def script_job(name, kinds, tmp):
         shutil.copy(path, other / "checkpoint.pt")
         # the run to compare with: uninterrupted (bit-identical), or the same checkpoint resumed elsewhere
         # (with a flag of another value, which the resumed run ignores and names: it must end as if not given)
-        cases["resumed"] = (killed, ["--resume", str(path.relative_to(killed)), "--seed", IGNORED_SEED])
+        # the run's own world given again (not ignored: its settings are the default then, not flags given)
+        world = [s.env_flag, s.tiny[s.tiny.index(s.env_flag) + 1]] if s.env_flag in s.tiny else []
+        cases["resumed"] = (killed, ["--resume", str(path.relative_to(killed)), "--seed", IGNORED_SEED, *world])
         second = {"bit-identical": resume_flags, "deterministic": ["--resume", "checkpoint.pt"]}.get(s.resume_check)
         cases |= {"second": (other, second)} if second else {}
         out["resume"] = {"checkpoint": checkpoint, "path": path, "dirs": (killed, other)}
@@ -542,7 +544,8 @@ def test_sigkill_then_resume_loses_no_update(runs, key):
     # it starts right after the checkpoint's update, under the same run name
     (line,) = RESUMED.findall(resumed.stdout)
     assert (int(line[1]), int(line[2])) == (k, g), resumed.stdout
-    assert f"the run goes on with its own flags; ignored: --seed {IGNORED_SEED}" in resumed.stdout, resumed.stdout
+    said = f"--resume: the run goes on with its own flags; ignored: --seed {IGNORED_SEED}"  # and nothing else
+    assert said in resumed.stdout.splitlines(), resumed.stdout
     assert checkpoint["run_name"] == out["path"].parent.name
     # and finishes every update: the last checkpoint is the last update, and each update is logged exactly once
     last = load(out["path"])
