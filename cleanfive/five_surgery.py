@@ -302,9 +302,7 @@ def masked_lstm(lstm, hidden, done, active, lstm_state):
 
 
 class Agent(nn.Module):
-    def __init__(
-        self, obs_size: int, num_actions: int, num_heroes: int, hidden_size: int, widths: tuple[int, int] = (0, 0)
-    ):
+    def __init__(self, obs_size, num_actions, num_heroes, hidden_size, widths=(0, 0)):
         super().__init__()
         self.num_heroes = num_heroes
         # surgery: the world's observation columns that the network reads (new inputs appended, folded ones

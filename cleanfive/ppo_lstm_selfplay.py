@@ -296,14 +296,7 @@ def masked_lstm(lstm, hidden, done, active, lstm_state):
 
 
 class Agent(nn.Module):
-    def __init__(
-        self,
-        obs_shape: tuple[int, ...],
-        num_actions: int,
-        num_heroes: int,
-        hidden_size: int,
-        move_squares=None,
-    ):
+    def __init__(self, obs_shape, num_actions, num_heroes, hidden_size, move_squares=None):
         super().__init__()
         self.num_heroes, self.obs_shape = num_heroes, obs_shape
         obs_size = int(np.prod(obs_shape))
