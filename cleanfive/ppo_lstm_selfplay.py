@@ -216,6 +216,21 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def masked_lstm(lstm, hidden, done, active, lstm_state):
+    """What get_states computes, one step at a time (its readable reference: stretched_lstm and padded_lstm,
+    below, compute the same faster, and a test checks that get_states equals it): hidden (T, B, features) of
+    every hero at every step; done and active (T, B). A game end before a step zeroes the state; a hero that
+    acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs (T, B, H),
+    lstm_state after step T - 1)."""
+    (h, c), outputs = lstm_state, []
+    for t in range(len(done)):
+        kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
+        out, (new_h, new_c) = lstm(hidden[t : t + 1], (kept * h, kept * c))
+        h, c = torch.where(acts, new_h, kept * h), torch.where(acts, new_c, kept * c)
+        outputs.append(torch.where(acts, out, 0.0))
+    return torch.cat(outputs), (h, c)
+
+
 def stretched_lstm(lstm, hidden, done, lstm_state):
     """The LSTM when every hero acts at every step (the lane world): one call per stretch of steps without a game
     end. hidden (T, B, features); done (T, B): a game ended before the step, which zeroes its heroes' state. Returns
@@ -279,20 +294,6 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)
     h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
     return out[position, seq], (h, c)
-
-
-def masked_lstm(lstm, hidden, done, active, lstm_state):
-    """padded_lstm's readable reference, one step at a time (a test checks that get_states equals it): hidden
-    (T, B, features) of every hero at every step; done and active (T, B). A game end before a step zeroes the state;
-    a hero that acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
-    (T, B, H), lstm_state after step T - 1)."""
-    (h, c), outputs = lstm_state, []
-    for t in range(len(done)):
-        kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
-        out, (new_h, new_c) = lstm(hidden[t : t + 1], (kept * h, kept * c))
-        h, c = torch.where(acts, new_h, kept * h), torch.where(acts, new_c, kept * c)
-        outputs.append(torch.where(acts, out, 0.0))
-    return torch.cat(outputs), (h, c)
 
 
 class Agent(nn.Module):
@@ -372,8 +373,8 @@ class Agent(nn.Module):
         # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
         # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
         # side that waits for the other's move in a board game) nor on heroes that another policy drives;
-        # their state carries. Returns the LSTM's outputs, its states and the --square-head logits, 0 where a
-        # hero waits (else None)
+        # their state carries. Returns the LSTM's outputs (masked_lstm's, computed faster), its states and the
+        # --square-head logits, 0 where a hero waits (else None)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
         if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
