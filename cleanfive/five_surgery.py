@@ -119,8 +119,7 @@ class Args:
     num_iterations: int = 0  # the number of iterations (computed in runtime)
 
 
-# the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
-# next update depends on. The learner's state is the same in every process; under "ranks", each process's
+# a checkpoint's keys (--save-every, --resume): all the next update depends on; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
 CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
@@ -208,7 +207,10 @@ def params_sha256(model: nn.Module) -> str:
 
 
 def update_moments(mean, var, count, batch):
-    """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula."""
+    """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula; a batch
+    without rows (a rollout in which the learner never acted) leaves them as they are."""
+    if len(batch) == 0:
+        return mean, var, count
     batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
     delta, total = batch_mean - mean, count + batch_count
     new_mean = mean + delta * batch_count / total
@@ -223,11 +225,10 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def masked_lstm(lstm, hidden, done, active, lstm_state):
-    """What get_states computes, one step at a time (its readable reference: stretched_lstm and padded_lstm,
-    below, compute the same faster, and a test checks that get_states equals it): hidden (T, B, features) of
-    every hero at every step; done and active (T, B). A game end before a step zeroes the state; a hero that
-    acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs (T, B, H),
-    lstm_state after step T - 1)."""
+    """What get_states computes, one step at a time; stretched_lstm and padded_lstm compute the same faster
+    (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state;
+    a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), the state after the last step)."""
     (h, c), outputs = lstm_state, []
     for t in range(len(done)):
         kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
@@ -238,9 +239,8 @@ def masked_lstm(lstm, hidden, done, active, lstm_state):
 
 
 def stretched_lstm(lstm, hidden, done, lstm_state):
-    """The LSTM when every hero acts at every step (the lane world): one call per stretch of steps without a game
-    end. hidden (T, B, features); done (T, B): a game ended before the step, which zeroes its heroes' state. Returns
-    (outputs (T, B, H), lstm_state after step T - 1)."""
+    """masked_lstm when every hero acts at every step (the lane world): one LSTM call for each stretch of
+    steps without a game end."""
     starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
     lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
     (h, c), outputs = lstm_state, []
@@ -252,22 +252,18 @@ def stretched_lstm(lstm, hidden, done, lstm_state):
 
 
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
-    """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
-    between two game ends. The caller sorts the rows hero by hero, each hero's in time order (get_states
-    does): hidden (K, features), the K active hero-steps, step t (K,) of hero b (K,); done (T, B): a game
-    ended before the step; lstm_state ((1, B, H), (1, B, H)) before step 0. A sequence starts from its hero's
-    carried state, or from zero after a game end; a hero's last state carries out unless a game ends after its
-    last active step (zero then); a hero without active steps carries or resets its state alike. Returns
-    (outputs (K, H), lstm_state after step T - 1).
+    """masked_lstm over the K active hero-steps in one padded LSTM call: hidden (K, features) of step t (K,)
+    of hero b (K,), sorted hero by hero, each hero's in time order (get_states sorts them); done (T, B).
+    A sequence is one hero's active steps between two game ends; it starts from the hero's carried state, or
+    from zero after a game end. Returns (outputs (K, H), the state after the last step).
 
-    Two heroes, T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2 (done[2, 0] = 1);
-    hero 1 acts at steps 1 and 2, and its game ends before step 3 (done[3, 1] = 1). The K = 5 hero-steps
-    (t, b) are (0, 0), (1, 0), (3, 0), (1, 1), (2, 1); they form Q = 3 sequences: steps 0-1 of hero 0 from its
-    carried state, step 3 of hero 0 from zero (a game ended before it), steps 1-2 of hero 1 from its carried
-    state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
-    last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
-    outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
-    against masked_lstm, one step at a time.
+    Example (a test checks it), T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2;
+    hero 1 acts at steps 1 and 2, and its game ends before step 3. The K = 5 hero-steps (t, b) are (0, 0),
+    (1, 0), (3, 0), (1, 1), (2, 1). They form Q = 3 sequences: hero 0's steps 0-1 from its carried state,
+    its step 3 from zero, and hero 1's steps 1-2 from its carried state. Hero 0 ends with the last state of
+    its second sequence; hero 1 with zero (its game ended after its last active step). The padded call gives
+    hero 0's second sequence (1 step; the longest has 2) its outputs but not its last state, so that sequence
+    runs again alone.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -347,18 +343,18 @@ class Agent(nn.Module):
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1)
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
-        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
-        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
-        # their state carries. Returns the LSTM's outputs (masked_lstm's, computed faster) and its states
+        # x: (T * B, *obs_shape), time-major; lstm_state ((1, B, H), (1, B, H)); done, active: (T * B,). The
+        # network runs on active heroes only: not on a board game's waiting side, nor on heroes that another
+        # policy drives; their state carries. Returns masked_lstm's outputs (T * B, H) and state, computed
+        # faster
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
+        if active.all():  # every hero acts (the team worlds' evaluations and bootstrap values)
             hidden = self.embed(x).reshape((-1, batch_size, self.lstm.input_size))
             outputs, lstm_state = stretched_lstm(self.lstm, hidden, done, lstm_state)
             return outputs.flatten(0, 1), lstm_state
-        # else one padded LSTM call over the active hero-steps (padded_lstm, equal to its readable reference
-        # masked_lstm: a test checks); other states carry or reset
+        # else (board games; team worlds' games against bots or past versions): the active hero-steps in one
+        # padded LSTM call; other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         if not active.any():
             return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
@@ -583,7 +579,7 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     are applied to the win part and to the rest separately, and the rest is decayed at the end.
     """
     parts = np.stack([(scores * weights * is_win).sum(-1), (scores * weights * ~is_win).sum(-1)])  # (2, E, 2, N)
-    parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)
+    parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)  # zero-sum: [::-1] swaps the two sides
     parts = (1 - tau) * parts + tau * parts.mean(-1, keepdims=True)
     decay = args.time_decay ** (time / args.time_decay_seconds)
     return parts[0] + decay[:, None, None] * parts[1]
@@ -776,7 +772,10 @@ class Torchrun:
             # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
             import torch._dynamo  # noqa: F401
 
-            dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
+            backend = "nccl" if torch.cuda.is_available() and args.cuda else "gloo"
+            if backend == "nccl":  # NCCL's object collectives run on the current device: each process its own
+                torch.cuda.set_device(self.local_rank)
+            dist.init_process_group(backend)
 
     def all_gather(self, obj) -> list:
         """Every process's `obj`, in rank order."""
@@ -1053,7 +1052,7 @@ if __name__ == "__main__":
     past_agents: list[Agent] = []
     if surgery:  # the same operations on each past version the trained file holds (--save-every's do), then on it
         operate_pool(pool, past_agents, trained, old_env_id, surgery, args.seed, device)
-    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: no bot lots drawn, as before bots)
+    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: Matchmaking draws no bot lots)
     matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_games)
 
     # ALGO Logic: Storage setup
@@ -1205,11 +1204,10 @@ if __name__ == "__main__":
         rollout |= dict(learner_acts=learner_acts, advantages=advantages, returns=returns, values=filled_values)
         rollout |= dict(h=chunk_h, c=chunk_c, policy_weights=applied * in_update, value_weights=in_update.float())
         b = flatten_batch(rollout, envs.mirror if args.mirror else None)
-        # truncated BPTT: row q of b["h"] starts sequence q = (c * num_chunks + k) * P + p (chunk k of row p,
-        # copy c), which holds the rows ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len:
-        # flatinds[:, q]; team j's N heroes are the sequences j * N + n, n < N
-        flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, -1)
+        # truncated BPTT, CleanRL's flatinds with sequences for envs: flatinds[t, q] is the row of step t of
+        # sequence q = (copy * num_chunks + chunk) * P + p (b["h"]'s order); team j's are j * N + n, n < N
+        flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P)  # [copy and chunk][t][p]
+        flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, -1)  # [t][sequence]
 
         # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
         num_teams = len(b["h"]) // N  # team sequences in the update
@@ -1272,8 +1270,8 @@ if __name__ == "__main__":
                 if approx_kl > args.target_kl:
                     break
 
-        # observation normalisation (OpenAI Five): after the update, so that the ratio starts at 1; from the rows the
-        # network saw
+        # observation normalisation (OpenAI Five) from the rows the network saw; after the update, so that the
+        # next update's ratio starts at 1 (without --policy-lag: its rollout acts with these statistics)
         agent.update_obs_stats(obs[learner_acts])
         torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with

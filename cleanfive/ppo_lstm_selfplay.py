@@ -40,9 +40,8 @@ class Args:
 
     # Algorithm specific arguments
 
-    # the id of the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS; the team worlds: Moba5v5-v0,
-    # Moba5v5-v1, VmasFootball-v0); the default visibly learns in minutes on a CPU. The flags marked (world) hold
-    # its settings; --env-id fills them with its world's (envs/teams.py: world_defaults), which --help shows
+    # the two-sided world (one of cleanfive.envs.teams.TEAM_ENV_IDS); the flags marked (world) take its
+    # settings (envs/teams.py: world_defaults), which --help shows
     env_id: str = "ConnectFour-v1"
     num_heroes: int = 1  # heroes per side, sharing one policy (world)
     # total environment steps (a step moves every hero of both sides of one game) (world)
@@ -67,16 +66,13 @@ class Args:
     target_kl: float | None = None  # the target KL divergence threshold
     policy_lag: int = 0  # staleness (Appendix M): rollouts act with the parameters of K updates ago (0: the latest)
     hidden_size: int = 128  # width of the MLP encoder and of the LSTM
-    # board games: each move's logit also from the board's convolution features at the square it fills, one
-    # weight for every square (a pattern learned in one place is known in all); the team worlds have no board:
-    # off there
+    # board games: each move's logit also from the convolution features at the square it fills, with one
+    # weight for all squares (a pattern learned in one place is known in all); off in the team worlds
     square_head: bool = True
-    # board games: learn from each rollout and from its left-right mirror image (augmentation); a world
-    # without one (the team worlds) learns from the rollouts only
+    # board games: learn from each rollout and its left-right mirror image (augmentation); off in team worlds
     mirror: bool = True
-    # board games: each training game opens with k uniform random moves, k from 0 to the most that cannot decide
-    # it (6 in Connect Four, 4 in TicTacToe), played by the world: no decision, none learnt; the evaluations start
-    # from the empty board. Not in OpenAI Five's recipe; the team worlds have none: off there
+    # board games: a training game opens with 0 to k uniform random moves, which cannot decide it (k = 6 in
+    # Connect Four, 4 in TicTacToe) and are not learnt from; evaluations start empty. Not OpenAI Five's
     random_openings: bool = True
 
     # Reward shaping of the team worlds (OpenAI Five, Appendix G): score weights, then these, in this order
@@ -113,8 +109,7 @@ class Args:
 
 BOARD_CHANNELS = 32  # the board games' encoder: two 3x3 convolutions of this many channels, then one dense layer
 BOARD_MAPS = 5  # its first layers (Unflatten, the two convolutions and their ReLUs) give each square's features
-# the keys of a checkpoint (--save-every, --resume; written at the end of the training loop): everything the
-# next update depends on. The learner's state is the same in every process; under "ranks", each process's
+# a checkpoint's keys (--save-every, --resume): all the next update depends on; under "ranks", each process's
 # generators, reward statistics and, in a world that saves its state (the lane world), its games in progress
 CHECKPOINT_KEYS = ("run_name", "iteration", "global_step", "model", "optimizer", "grad_sq", "grad_steps")
 CHECKPOINT_KEYS += ("versions", "evaluator", "eval_generator", "pool", "past_agents", "ranks")
@@ -202,7 +197,10 @@ def params_sha256(model: nn.Module) -> str:
 
 
 def update_moments(mean, var, count, batch):
-    """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula."""
+    """Running mean and variance over the rows of `batch`, merged with the parallel-variance formula; a batch
+    without rows (a rollout in which the learner never acted) leaves them as they are."""
+    if len(batch) == 0:
+        return mean, var, count
     batch_mean, batch_var, batch_count = batch.mean(0), batch.var(0, unbiased=False), batch.shape[0]
     delta, total = batch_mean - mean, count + batch_count
     new_mean = mean + delta * batch_count / total
@@ -217,11 +215,10 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def masked_lstm(lstm, hidden, done, active, lstm_state):
-    """What get_states computes, one step at a time (its readable reference: stretched_lstm and padded_lstm,
-    below, compute the same faster, and a test checks that get_states equals it): hidden (T, B, features) of
-    every hero at every step; done and active (T, B). A game end before a step zeroes the state; a hero that
-    acts takes one LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs (T, B, H),
-    lstm_state after step T - 1)."""
+    """What get_states computes, one step at a time; stretched_lstm and padded_lstm compute the same faster
+    (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state;
+    a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), the state after the last step)."""
     (h, c), outputs = lstm_state, []
     for t in range(len(done)):
         kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
@@ -232,9 +229,8 @@ def masked_lstm(lstm, hidden, done, active, lstm_state):
 
 
 def stretched_lstm(lstm, hidden, done, lstm_state):
-    """The LSTM when every hero acts at every step (the lane world): one call per stretch of steps without a game
-    end. hidden (T, B, features); done (T, B): a game ended before the step, which zeroes its heroes' state. Returns
-    (outputs (T, B, H), lstm_state after step T - 1)."""
+    """masked_lstm when every hero acts at every step (the lane world): one LSTM call for each stretch of
+    steps without a game end."""
     starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
     lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
     (h, c), outputs = lstm_state, []
@@ -246,22 +242,18 @@ def stretched_lstm(lstm, hidden, done, lstm_state):
 
 
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
-    """The LSTM over each hero's active steps in one padded call; a sequence is one hero's active steps
-    between two game ends. The caller sorts the rows hero by hero, each hero's in time order (get_states
-    does): hidden (K, features), the K active hero-steps, step t (K,) of hero b (K,); done (T, B): a game
-    ended before the step; lstm_state ((1, B, H), (1, B, H)) before step 0. A sequence starts from its hero's
-    carried state, or from zero after a game end; a hero's last state carries out unless a game ends after its
-    last active step (zero then); a hero without active steps carries or resets its state alike. Returns
-    (outputs (K, H), lstm_state after step T - 1).
+    """masked_lstm over the K active hero-steps in one padded LSTM call: hidden (K, features) of step t (K,)
+    of hero b (K,), sorted hero by hero, each hero's in time order (get_states sorts them); done (T, B).
+    A sequence is one hero's active steps between two game ends; it starts from the hero's carried state, or
+    from zero after a game end. Returns (outputs (K, H), the state after the last step).
 
-    Two heroes, T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2 (done[2, 0] = 1);
-    hero 1 acts at steps 1 and 2, and its game ends before step 3 (done[3, 1] = 1). The K = 5 hero-steps
-    (t, b) are (0, 0), (1, 0), (3, 0), (1, 1), (2, 1); they form Q = 3 sequences: steps 0-1 of hero 0 from its
-    carried state, step 3 of hero 0 from zero (a game ended before it), steps 1-2 of hero 1 from its carried
-    state. Hero 0 ends with the last state of its second sequence; hero 1 with zero (its game ended after its
-    last active step). The padded call gives hero 0's second sequence (1 step, the longest has 2) its
-    outputs but not its last state: that sequence runs again alone. A test checks this example, and the whole
-    against masked_lstm, one step at a time.
+    Example (a test checks it), T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2;
+    hero 1 acts at steps 1 and 2, and its game ends before step 3. The K = 5 hero-steps (t, b) are (0, 0),
+    (1, 0), (3, 0), (1, 1), (2, 1). They form Q = 3 sequences: hero 0's steps 0-1 from its carried state,
+    its step 3 from zero, and hero 1's steps 1-2 from its carried state. Hero 0 ends with the last state of
+    its second sequence; hero 1 with zero (its game ended after its last active step). The padded call gives
+    hero 0's second sequence (1 step; the longest has 2) its outputs but not its last state, so that sequence
+    runs again alone.
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
     h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
@@ -370,20 +362,19 @@ class Agent(nn.Module):
         return torch.cat([hidden, pooled.repeat_interleave(self.num_heroes, 0)], 1), squares
 
     def get_states(self, x, lstm_state, done, active):
-        # x: (T * B, *obs_shape) in time-major order; lstm_state: ((1, B, H), (1, B, H)); done, active: (T *
-        # B,) the network runs on the heroes of active teams only: not on a team of which no hero acts (the
-        # side that waits for the other's move in a board game) nor on heroes that another policy drives;
-        # their state carries. Returns the LSTM's outputs (masked_lstm's, computed faster), its states and the
-        # --square-head logits, 0 where a hero waits (else None)
+        # x: (T * B, *obs_shape), time-major; lstm_state ((1, B, H), (1, B, H)); done, active: (T * B,). The
+        # network runs on active heroes only: not on a board game's waiting side, nor on heroes that another
+        # policy drives; their state carries. Returns masked_lstm's outputs (T * B, H) and state, computed
+        # faster, and the --square-head logits (0 where a hero waits; None without the head)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        if active.all():  # every hero acts (lane world): one LSTM call per stretch without a game end
+        if active.all():  # every hero acts (the team worlds' evaluations and bootstrap values)
             hidden, squares = self.embed(x)
             hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
             outputs, lstm_state = stretched_lstm(self.lstm, hidden, done, lstm_state)
             return outputs.flatten(0, 1), lstm_state, squares
-        # else one padded LSTM call over the active hero-steps (padded_lstm, equal to its readable reference
-        # masked_lstm: a test checks); other states carry or reset
+        # else (board games; team worlds' games against bots or past versions): the active hero-steps in one
+        # padded LSTM call; other states carry or reset
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         squares = None if self.square_head is None else x.new_zeros(len(x), self.actor.out_features)
         if not active.any():
@@ -498,7 +489,7 @@ def shape_rewards(scores, weights, is_win, time, tau, args):
     are applied to the win part and to the rest separately, and the rest is decayed at the end.
     """
     parts = np.stack([(scores * weights * is_win).sum(-1), (scores * weights * ~is_win).sum(-1)])  # (2, E, 2, N)
-    parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)
+    parts = parts - parts[:, :, ::-1].mean(-1, keepdims=True)  # zero-sum: [::-1] swaps the two sides
     parts = (1 - tau) * parts + tau * parts.mean(-1, keepdims=True)
     decay = args.time_decay ** (time / args.time_decay_seconds)
     return parts[0] + decay[:, None, None] * parts[1]
@@ -569,7 +560,10 @@ class Torchrun:
             # destroy_process_group cannot stop gloo's threads, one of which may abort the exit: import it first
             import torch._dynamo  # noqa: F401
 
-            dist.init_process_group("nccl" if torch.cuda.is_available() and args.cuda else "gloo")
+            backend = "nccl" if torch.cuda.is_available() and args.cuda else "gloo"
+            if backend == "nccl":  # NCCL's object collectives run on the current device: each process its own
+                torch.cuda.set_device(self.local_rank)
+            dist.init_process_group(backend)
 
     def all_gather(self, obj) -> list:
         """Every process's `obj`, in rank order."""
@@ -782,7 +776,7 @@ if __name__ == "__main__":
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})
     saved = load_saved(args.eval_only, "--eval-only", ("model",)) if args.eval_only else None
-    if saved:  # --eval-only: the saved run's network and flags marked (world) (every world's defaults name them all)
+    if saved:  # --eval-only: the saved run's network and world settings (world_defaults' keys, alike in all worlds)
         for key in ("env_id", "hidden_size", "square_head", *world_defaults(Args.env_id)):
             setattr(args, key, getattr(Args(**saved["args"]), key))
     torchrun = Torchrun(args, checkpoint)  # one process without torchrun
@@ -831,7 +825,7 @@ if __name__ == "__main__":
     # the past-opponent pool (Appendix N): weights here, quality scores in the pool
     pool = OpponentPool(eta=args.quality_lr)
     past_agents: list[Agent] = []
-    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: no bot lots drawn, as before bots)
+    bot_games = args.bot_fraction > 0 or args.bot_fraction_end > 0  # (none: Matchmaking draws no bot lots)
     matchmaking = Matchmaking(E, S, N, args.bot_opponents or references, args.past_fraction, bot_games)
 
     # ALGO Logic: Storage setup
@@ -977,11 +971,10 @@ if __name__ == "__main__":
         rollout |= dict(learner_acts=learner_acts, advantages=advantages, returns=returns, values=filled_values)
         rollout |= dict(h=chunk_h, c=chunk_c, policy_weights=applied * in_update, value_weights=in_update.float())
         b = flatten_batch(rollout, envs.mirror if args.mirror else None)
-        # truncated BPTT: row q of b["h"] starts sequence q = (c * num_chunks + k) * P + p (chunk k of row p,
-        # copy c), which holds the rows ((c * num_chunks + k) * bptt_len + t) * P + p, t < bptt_len:
-        # flatinds[:, q]; team j's N heroes are the sequences j * N + n, n < N
-        flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P).transpose(1, 0, 2)
-        flatinds = flatinds.reshape(args.bptt_len, -1)
+        # truncated BPTT, CleanRL's flatinds with sequences for envs: flatinds[t, q] is the row of step t of
+        # sequence q = (copy * num_chunks + chunk) * P + p (b["h"]'s order); team j's are j * N + n, n < N
+        flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P)  # [copy and chunk][t][p]
+        flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, -1)  # [t][sequence]
 
         # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
         num_teams = len(b["h"]) // N  # team sequences in the update
@@ -1044,8 +1037,8 @@ if __name__ == "__main__":
                 if approx_kl > args.target_kl:
                     break
 
-        # observation normalisation (OpenAI Five): after the update, so that the ratio starts at 1; from the rows the
-        # network saw
+        # observation normalisation (OpenAI Five) from the rows the network saw; after the update, so that the
+        # next update's ratio starts at 1 (without --policy-lag: its rollout acts with these statistics)
         agent.update_obs_stats(obs[learner_acts])
         torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
         if args.policy_lag:  # the version the rollout policy_lag updates from now acts with

@@ -417,10 +417,11 @@ def test_shape_rewards_matches_direct_computation(script, tau):
 
 def test_update_moments_equals_mean_and_variance_of_all_rows(script):
     rng = np.random.default_rng(1)
-    batches = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (5, 17, 1, 40)]
+    batches = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (5, 17, 1, 0, 40)]  # 0: a rollout without a decision
     mean, var, count = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64), torch.tensor(1e-12)
     for batch in batches:
         mean, var, count = script.update_moments(mean, var, count, torch.as_tensor(batch))
+        assert torch.isfinite(mean).all() and torch.isfinite(var).all()
     rows = np.concatenate(batches)
     np.testing.assert_allclose(mean.numpy(), rows.mean(0), rtol=1e-9)
     np.testing.assert_allclose(var.numpy(), rows.var(0), rtol=1e-6)
