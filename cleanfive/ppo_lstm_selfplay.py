@@ -429,11 +429,13 @@ def value_loss(newvalue, values, returns, clip_coef, clip_vloss):
 
 
 def gae(rewards, values, dones, active, next_value, next_done, left_out, gamma, gae_lambda):
-    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step on
-    which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is r + gamma V(next)
-    and the advantage passes through it with lambda = 1, so that gamma discounts per step and lambda per decision.
-    A hero `left_out` (P,) decided at the last step and waits after it: the steps before bootstrap from its value
-    there, and that decision gets no advantage (see `waits_at_end`).
+    """Generalized advantage estimation over (T, P) tensors in which a hero decides only where `active`. A step
+    on which its team does not act (a board game's waiting side) is no decision (semi-MDP): its value is
+    r + gamma V(next) and the advantage passes through it with lambda = 1, so that gamma discounts per step and
+    lambda per decision. Example: a hero decides at steps 0 and 2 and waits at step 1; then V(1) = r(1) +
+    gamma V(2) and A(0) = r(0) + gamma r(1) + gamma^2 V(2) - V(0) + gamma^2 lambda A(2).
+    A hero `left_out` (P,) decided at the last step and waits after it: the steps before bootstrap from its
+    value there, and that decision gets no advantage (see `waits_at_end`).
     Returns (advantages, values with those of the waiting steps filled in)."""
     values, advantages, lastgaelam = values.clone(), torch.zeros_like(rewards), 0
     for t in reversed(range(rewards.shape[0])):

@@ -608,6 +608,20 @@ def test_gae_with_waiting_steps_discounts_lambda_per_decision(script):
     np.testing.assert_allclose(all_active.numpy(), want_plain, rtol=1e-6, atol=1e-6)  # plain GAE when all decide
 
 
+def test_gae_gives_the_docstrings_example(script):
+    """gae's docstring: a hero that decides at steps 0 and 2 and waits at step 1 makes one decision of two steps."""
+    gamma, lam, left_out = 0.9, 0.8, torch.zeros(1, dtype=torch.bool)
+    rewards, values = torch.tensor([[0.1], [0.2], [0.3]]), torch.tensor([[0.5], [-0.4], [0.7]])
+    active, next_value = torch.tensor([[True], [False], [True]]), torch.tensor([[0.6]])
+    advantages, filled = script.gae(
+        rewards, values, torch.zeros(3, 1), active, next_value, torch.zeros(1), left_out, gamma, lam
+    )
+    a2 = 0.3 + gamma * 0.6 - 0.7  # the last decision: plain TD error
+    assert filled[1, 0].item() == pytest.approx(0.2 + gamma * 0.7)  # V(1) = r(1) + gamma V(2)
+    want = 0.1 + gamma * 0.2 + gamma**2 * 0.7 - 0.5 + gamma**2 * lam * a2
+    assert advantages[0, 0].item() == pytest.approx(want, rel=1e-6)
+
+
 @pytest.mark.slow
 def test_torchrun_lane_run_killed_and_resumed_ends_bit_identical(tmp_path):
     """Two processes on the lane world (which saves its games): SIGKILL every process after the checkpoint of update
