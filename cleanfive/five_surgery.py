@@ -224,8 +224,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def masked_lstm(lstm, hidden, done, active, lstm_state):
-    """What get_states computes, one step at a time; stretched_lstm and padded_lstm compute the same faster
-    (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state;
+    """What get_states computes, one step at a time; lstm_step, stretched_lstm and padded_lstm compute it
+    faster (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state;
     a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
     (T, B, H), the state after the last step)."""
     (h, c), outputs = lstm_state, []
@@ -237,9 +237,17 @@ def masked_lstm(lstm, hidden, done, active, lstm_state):
     return torch.cat(outputs), (h, c)
 
 
+def lstm_step(lstm, hidden, b, done, lstm_state):
+    """masked_lstm for one step (T = 1: rollouts, evaluations, bootstrap values): hidden (K, features) of the
+    acting heroes b (K,); done (B,): a game ended before the step. Returns (outputs (K, H), the state after it)."""
+    h, c = (s * (1.0 - done).view(1, -1, 1) for s in lstm_state)  # a game end zeroes the state
+    out, (h_b, c_b) = lstm(hidden.unsqueeze(0), (h[:, b], c[:, b]))  # the heroes that wait keep theirs
+    return out[0], (h.index_copy(1, b, h_b), c.index_copy(1, b, c_b))
+
+
 def stretched_lstm(lstm, hidden, done, lstm_state):
-    """masked_lstm when every hero acts at every step (the lane world): one LSTM call for each stretch of
-    steps without a game end."""
+    """masked_lstm's outputs (T, B, H) for training sequences in which every hero acts at every step (the team
+    worlds): one LSTM call for each stretch of steps without a game end."""
     starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
     lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
     (h, c), outputs = lstm_state, []
@@ -247,25 +255,21 @@ def stretched_lstm(lstm, hidden, done, lstm_state):
         kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
         out, (h, c) = lstm(stretch, (kept * h, kept * c))
         outputs.append(out)
-    return torch.cat(outputs), (h, c)
+    return torch.cat(outputs)
 
 
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
-    """masked_lstm over the K active hero-steps in one padded LSTM call: hidden (K, features) of step t (K,)
-    of hero b (K,), sorted hero by hero, each hero's in time order (get_states sorts them); done (T, B).
-    A sequence is one hero's active steps between two game ends; it starts from the hero's carried state, or
-    from zero after a game end. Returns (outputs (K, H), the state after the last step).
+    """masked_lstm's outputs (K, H) for training sequences, over the K active hero-steps in one padded LSTM call:
+    hidden (K, features) of step t (K,) of hero b (K,), sorted hero by hero, each hero's in time order
+    (get_states sorts them); done (T, B). A sequence is one hero's active steps between two game ends; it starts
+    from the hero's carried state, or from zero after a game end.
 
     Example (a test checks it), T = 4: hero 0 acts at steps 0, 1 and 3, and its game ends before step 2;
-    hero 1 acts at steps 1 and 2, and its game ends before step 3. The K = 5 hero-steps (t, b) are (0, 0),
-    (1, 0), (3, 0), (1, 1), (2, 1). They form Q = 3 sequences: hero 0's steps 0-1 from its carried state,
-    its step 3 from zero, and hero 1's steps 1-2 from its carried state. Hero 0 ends with the last state of
-    its second sequence; hero 1 with zero (its game ended after its last active step). The padded call gives
-    hero 0's second sequence (1 step; the longest has 2) its outputs but not its last state, so that sequence
-    runs again alone.
+    hero 1 acts at steps 1 and 2. The K = 5 hero-steps (t, b) are (0, 0), (1, 0), (3, 0), (1, 1), (2, 1).
+    They form Q = 3 sequences: hero 0's steps 0-1 from its carried state, its step 3 from zero, and hero 1's
+    steps 1-2 from its carried state, padded to the longest: (2, 3, features).
     """
     games = done.cumsum(0)  # (T, B): game ends so far, per step and hero
-    h, c = (s * (games[-1] == 0).view(1, -1, 1) for s in lstm_state)  # no active step: carried or reset
     # the Q sequences, one per (hero, games ended before: 0..T): seq (K,) each step's, lengths (Q,); in the
     # example (T + 1 = 5 keys a hero) sequence_key [0, 0, 1, 5, 5], seq [0, 0, 1, 2, 2], lengths [2, 1, 2]
     sequence_key = b * (len(done) + 1) + games[t, b].long()
@@ -278,23 +282,10 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded[position, seq] = hidden
     # (Q,) no game end before the sequence: it starts from the carried state (example: [True, False, True])
     fresh = (games[t[first], owner] == 0).view(1, -1, 1)
-    initial = (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh)
     # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
-    # zeros after a sequence's end never reach its outputs, but its state after the call is its last only if
-    # it is longest
-    out, (h_seq, c_seq) = lstm(padded, initial)  # out (max length, Q, H); h_seq, c_seq (1, Q, H)
-    # (Q,) a hero's last sequence (example: [False, True, True]); those shorter than the longest run again
-    # alone, by length (example: length 1, hero 0's second sequence)
-    last = torch.cat([owner[1:] != owner[:-1], owner.new_ones(1, dtype=torch.bool)])
-    for length in lengths[last & (lengths < len(padded))].unique().tolist():
-        q = (last & (lengths == length)).nonzero().squeeze(1)
-        _, (h_q, c_q) = lstm(padded[:length, q], (initial[0][:, q], initial[1][:, q]))
-        h_seq, c_seq = h_seq.index_copy(1, q, h_q), c_seq.index_copy(1, q, c_q)
-    hero = owner[last]  # (example: [0, 1])
-    # no game end after a hero's last sequence: its state carries out (example: [True, False]: hero 1's zero)
-    kept = (games[-1, hero] == games[t[first][last], hero]).view(1, -1, 1)
-    h, c = h.index_copy(1, hero, h_seq[:, last] * kept), c.index_copy(1, hero, c_seq[:, last] * kept)
-    return out[position, seq], (h, c)
+    # zeros after a sequence's end never reach its outputs
+    out, _ = lstm(padded, (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh))
+    return out[position, seq]
 
 
 class Agent(nn.Module):
@@ -344,23 +335,24 @@ class Agent(nn.Module):
     def get_states(self, x, lstm_state, done, active):
         # x: (T * B, *obs_shape), time-major; lstm_state ((1, B, H), (1, B, H)); done, active: (T * B,). The
         # network runs on active heroes only: not on a board game's waiting side, nor on heroes that another
-        # policy drives; their state carries. Returns masked_lstm's outputs (T * B, H) and state, computed
-        # faster
+        # policy drives; their state carries. Returns masked_lstm's outputs (T * B, H), computed faster; and its
+        # state after a step (T = 1; None after training sequences, T > 1, which no caller reads)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        if active.all():  # every hero acts (the team worlds' evaluations and bootstrap values)
+        if len(done) > 1 and active.all():  # training sequences in which every hero acts (the team worlds)
             hidden = self.embed(x).reshape((-1, batch_size, self.lstm.input_size))
-            outputs, lstm_state = stretched_lstm(self.lstm, hidden, done, lstm_state)
-            return outputs.flatten(0, 1), lstm_state
-        # else (board games; team worlds' games against bots or past versions): the active hero-steps in one
-        # padded LSTM call; other states carry or reset
+            return stretched_lstm(self.lstm, hidden, done, lstm_state).flatten(0, 1), None
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
-        if not active.any():
-            return outputs.flatten(0, 1), tuple(s * (done.sum(0) == 0).view(1, -1, 1) for s in lstm_state)
+        if not active.any():  # no hero acts: each state carries, or resets at a game end
+            state = None if len(done) > 1 else tuple(s * (1.0 - done[0]).view(1, -1, 1) for s in lstm_state)
+            return outputs.flatten(0, 1), state
         t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
         order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
         t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
-        outputs[t, b], lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state)
+        if len(done) == 1:  # a step (rollouts, evaluations, bootstrap values): the acting heroes' LSTM step
+            outputs[t, b], lstm_state = lstm_step(self.lstm, hidden, b, done[0], lstm_state)
+        else:  # training sequences (board games; team worlds' games against bots or past versions)
+            outputs[t, b], lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state), None
         return outputs.flatten(0, 1), lstm_state
 
     def get_value(self, x, lstm_state, done, active):
