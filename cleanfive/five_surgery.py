@@ -53,7 +53,7 @@ class Args:
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    horizon_seconds: float = 100.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's (world)
+    horizon_seconds: float = 100.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's seconds (world)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
     num_minibatches: int = 4  # the number of mini-batches (world)
     update_epochs: int = 4  # the K epochs to update the policy
@@ -86,8 +86,8 @@ class Args:
     # bot_fraction_end (equal: a fixed mix); not in OpenAI Five's recipe (0 and 0: self-play only) (world)
     bot_fraction: float = 0.2
     bot_fraction_end: float = 0.0
-    # the bot games' bots, perturbed ones too (e.g. search2+random30); the world's are kept to the references;
-    # (): every reference (world)
+    # the bots of the bot games, perturbed ones too (e.g. search2+random30); bots that are not references are
+    # left out; (): every reference (world)
     bot_opponents: tuple[str, ...] = ()
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -833,7 +833,7 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     check(args.bot_opponents or not dropped, f"--bot-opponents {' '.join(dropped)}: not among the references")
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
-    # the board games' flag that a world without a mirror image cannot use: off, and the first line says so
+    # --mirror needs a board game: off elsewhere, as the first line says
     usable = dict(mirror=hasattr(envs, "mirror"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
     for key in turned_off:
@@ -971,10 +971,10 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
-    defaults = world_args(sys.argv[1:])  # Args with the world's settings (--env-id's)
+    defaults = world_args(sys.argv[1:])  # Args holding the settings of --env-id's world
     args = tyro.cli(Args, default=defaults)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
+    if checkpoint:  # continue the run: its Args, run name and counters (other flags: ignored, and said)
         given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(defaults, k)}
         if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
@@ -996,7 +996,7 @@ if __name__ == "__main__":
     )
     args.num_heroes = unoperated.num_heroes
     envs = make_world(args, checkpoint, rank)
-    references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked, said on line 1
+    references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked; printed on line 1
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
     E, S, N, A = envs.num_envs, envs.num_sides, envs.num_heroes, envs.num_actions
@@ -1267,7 +1267,7 @@ if __name__ == "__main__":
         # next update's ratio starts at 1 (without --policy-lag: its rollout acts with these statistics)
         agent.update_obs_stats(obs[learner_acts])
         torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
-        if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
+        if args.policy_lag:  # the last policy_lag + 1 versions: the oldest acts next
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
         # numerical faults: the losses, the parameters and the next rollout's first outputs must be finite

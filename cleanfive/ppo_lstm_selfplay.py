@@ -51,7 +51,7 @@ class Args:
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
-    horizon_seconds: float = 10.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's (world)
+    horizon_seconds: float = 10.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's seconds (world)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
     num_minibatches: int = 4  # the number of mini-batches (world)
     update_epochs: int = 4  # the K epochs to update the policy
@@ -91,8 +91,8 @@ class Args:
     # bot_fraction_end (equal: a fixed mix); not in OpenAI Five's recipe (0 and 0: self-play only) (world)
     bot_fraction: float = 0.5
     bot_fraction_end: float = 0.5
-    # the bot games' bots, perturbed ones too (e.g. search2+random30); the world's are kept to the references;
-    # (): every reference (world)
+    # the bots of the bot games, perturbed ones too (e.g. search2+random30); bots that are not references are
+    # left out; (): every reference (world)
     bot_opponents: tuple[str, ...] = ("random", "greedy", "lookahead", "search1", "search2", "search3")
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -317,8 +317,10 @@ class Agent(nn.Module):
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         self.critic = layer_init(nn.Linear(hidden_size, 1), std=1)
         self.square_head, self.move_squares = None, move_squares  # the world's square of each move (board games)
-        if move_squares is not None:  # --square-head: a third convolution sees a line of four through a
-            self.square_head = nn.Sequential(  # square, then one logit a square, small at first as the actor's
+        # --square-head: a third convolution sees the lines through each square, then a 1x1 convolution gives
+        # each square one logit (initialised small, as the actor's)
+        if move_squares is not None:
+            self.square_head = nn.Sequential(
                 nn.Conv2d(BOARD_CHANNELS, BOARD_CHANNELS, 3, padding=1),
                 nn.ReLU(),
                 layer_init(nn.Conv2d(BOARD_CHANNELS, 1, 1), std=0.01),
@@ -387,7 +389,7 @@ class Agent(nn.Module):
 
     def get_logits(self, hidden, squares):
         logits = self.actor(hidden)
-        return logits if squares is None else logits + squares  # --square-head: each move's, from its square
+        return logits if squares is None else logits + squares  # --square-head: plus each move's square logit
 
     def get_action_and_value(self, x, lstm_state, done, active, mask, action=None):
         hidden, lstm_state, squares = self.get_states(x, lstm_state, done, active)
@@ -622,7 +624,7 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     check(args.bot_opponents or not dropped, f"--bot-opponents {' '.join(dropped)}: not among the references")
     check_args(args, envs, references)
     score_weights = score_weights_of(args, envs)
-    # the board games' flags that a world without a mirror image, squares or openings cannot use: off, said below
+    # --mirror, --square-head and --random-openings need a board game: off elsewhere, as the first line says
     usable = dict(mirror=hasattr(envs, "mirror"), square_head=hasattr(envs, "move_squares"))
     usable |= dict(random_openings=hasattr(envs, "random_openings"))
     turned_off = [key for key, ok in usable.items() if getattr(args, key) and not ok]
@@ -761,10 +763,10 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
-    defaults = world_args(sys.argv[1:])  # Args with the world's settings (--env-id's)
+    defaults = world_args(sys.argv[1:])  # Args holding the settings of --env-id's world
     args = tyro.cli(Args, default=defaults)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
+    if checkpoint:  # continue the run: its Args, run name and counters (other flags: ignored, and said)
         given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(defaults, k)}
         if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
@@ -776,8 +778,8 @@ if __name__ == "__main__":
     torchrun = Torchrun(args, checkpoint)  # one process without torchrun
     rank, world_size = torchrun.rank, torchrun.size
     envs = make_world(args, checkpoint, rank)
-    references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked, said on line 1
-    if args.random_openings:  # board games: the training games open at random (the evaluations' start empty)
+    references, held_out, weights = resolve_args(args, envs, rank, world_size)  # checked; printed on line 1
+    if args.random_openings:  # board games: training games open at random (evaluations start empty)
         envs.random_openings = True
     gamma = discount(envs.seconds_per_step, args.horizon_seconds)  # OpenAI Five, Appendix G: H = T / (1 - gamma)
     # dimension names, as in the worlds' docstrings: E games, S sides, N heroes a side, A actions, P = E*S*N
@@ -1035,7 +1037,7 @@ if __name__ == "__main__":
         # next update's ratio starts at 1 (without --policy-lag: its rollout acts with these statistics)
         agent.update_obs_stats(obs[learner_acts])
         torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
-        if args.policy_lag:  # the version the rollout policy_lag updates from now acts with
+        if args.policy_lag:  # the last policy_lag + 1 versions: the oldest acts next
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 
         # numerical faults: the losses, the parameters and the next rollout's first outputs must be finite
