@@ -932,12 +932,12 @@ def evaluate_saved(agent, saved, args, evaluator, references, held_out, device, 
         refuse("--eval-only", args.eval_only, error, f"a model of {args.env_id} (see --env-id)")
     video = f"videos/{run_name}/eval.gif" if args.capture_video else None
     names, N = [*references, *held_out], args.num_heroes
-    results = play_references(agent.eval(), args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video)
+    results = play_references(agent, args.env_id, N, args.eval_games, evaluator, names, device, eval_rng, video)
     print_reference_table(results, evaluator, args.eval_games, trained_bots(saved["args"], references), held_out)
 
 
 def learner_state(agent, optimizer, grad_sq, grad_steps, versions, evaluator, eval_rng, pool, past_agents) -> dict:
-    """The learner's part of a checkpoint, the same in every process: what resume_learner reads back."""
+    """The learner's part of a checkpoint (rank 0's: only it evaluates): what resume_learner reads back."""
     return {
         "model": agent.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -1056,8 +1056,10 @@ if __name__ == "__main__":
     rewards = torch.zeros((args.num_steps, P)).to(device)
     dones = torch.zeros((args.num_steps, P)).to(device)
     values = torch.zeros((args.num_steps, P)).to(device)
-    # `applied`: this hero's own action is applied (a board's mover); `learner_acts`: the latest policy
-    # drives this hero and its team acts (the network ran for it); the update's weights come from both
+    # the masks, a row a hero: `applied`, the hero's own action moves the game (a board's mover);
+    # `learner_acts`, the latest policy drives the hero and its team acts (the network ran for it). After the
+    # rollout, `in_update` is learner_acts less the heroes' last decisions `left_out` (below); the policy
+    # learns from applied * in_update, the value from in_update
     applied = torch.zeros((args.num_steps, P)).to(device)
     learner_acts = torch.zeros((args.num_steps, P), dtype=torch.bool).to(device)
     num_chunks = args.num_steps // args.bptt_len
@@ -1129,6 +1131,7 @@ if __name__ == "__main__":
                 )
                 values[step] = value.flatten()
                 # the opponents drive their side in their own games: past versions with their own networks, then bots
+                # (the learner's logprobs and values of those rows get no weight in the update)
                 rows, past_action, past_state = matchmaking.past_actions(
                     past_agents, next_obs, prev_state, next_done, team_acts, next_mask
                 )
