@@ -225,9 +225,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 def masked_lstm(lstm, hidden, done, active, lstm_state):
     """What get_states computes, one step at a time; lstm_step, stretched_lstm and padded_lstm compute it
-    faster (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state;
-    a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
-    (T, B, H), the state after the last step)."""
+    faster (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes
+    the state; a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros.
+    Returns (outputs (T, B, H), the state after the last step)."""
     (h, c), outputs = lstm_state, []
     for t in range(len(done)):
         kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
