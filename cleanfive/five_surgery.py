@@ -347,8 +347,8 @@ class Agent(nn.Module):
         if not active.any():  # no hero acts: each state carries, or resets at a game end
             state = None if len(done) > 1 else tuple(s * (1.0 - done[0]).view(1, -1, 1) for s in lstm_state)
             return outputs.flatten(0, 1), state
-        t, b = active.nonzero().unbind(1)  # time-major, as the teams' rows are embedded
-        order = torch.argsort(b * len(done) + t)  # hero by hero, in time order
+        t, b = active.nonzero().unbind(1)  # time-major: embed's max-pool reads each team's rows together
+        order = torch.argsort(b * len(done) + t)  # hero by hero, in time order, taken after embed
         t, b, hidden = t[order], b[order], self.embed(x[active.flatten()])[order]
         if len(done) == 1:  # a step (rollouts, evaluations, bootstrap values): the acting heroes' LSTM step
             outputs[t, b], lstm_state = lstm_step(self.lstm, hidden, b, done[0], lstm_state)
