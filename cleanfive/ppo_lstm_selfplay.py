@@ -238,8 +238,8 @@ def lstm_step(lstm, hidden, b, done, lstm_state):
 
 def stretched_lstm(lstm, hidden, done, lstm_state):
     """masked_lstm's outputs (T, B, H) for training sequences in which every hero acts at every step (the team
-    worlds): one LSTM call for each stretch of steps without a game end (padded_lstm gives the same, at 0.91x the
-    lane world's steps a second: docs/research-log.md)."""
+    worlds): one LSTM call for each stretch of steps without a game end (padded_lstm gives the same, at
+    0.91x the lane world's steps a second: docs/research-log.md)."""
     starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
     lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
     (h, c), outputs = lstm_state, []
