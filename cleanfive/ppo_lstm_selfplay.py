@@ -902,8 +902,8 @@ if __name__ == "__main__":
                     next_obs, prev_state, next_done, learner_acts[step], next_mask
                 )
                 values[step] = value.flatten()
-                # the opponents drive their side in their own games: past versions with their own networks, then bots
-                # (the learner's logprobs and values of those rows get no weight in the update)
+                # the opponents' rows (envs/matchmaking.py): past versions act with their own networks, then
+                # bots; their actions replace the learner's (not learner_acts there: no weight in the update)
                 rows, past_action, past_state = matchmaking.past_actions(
                     past_agents, next_obs, prev_state, next_done, team_acts, next_mask
                 )
@@ -956,7 +956,8 @@ if __name__ == "__main__":
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
             # semi-MDP GAE's exact bootstrap: a hero that decided at the last step and now waits has no
             # value until its next turn, so that decision is `left_out` of this update and the steps before
-            # bootstrap from its value there; `in_update`: the learner's decisions this update learns from
+            # bootstrap from its value there (nobody acts on a board game's final board: a move that ended the
+            # game there is left out too); `in_update`: the learner's decisions this update learns from
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])
