@@ -542,7 +542,7 @@ def flatten_batch(rollout: dict, mirror=None) -> dict:
     Mittal et al., ICRA 2024): `mirror`, the world's, appends the rows' left-right mirror images,
     [copy][step][row]: obs, masks and actions mirrored, the rest shared (approximations: an image starts from
     the state its row's unmirrored history left, is normalised with statistics of unmirrored rows, and keeps
-    its row's old log-probability and value, exact for a symmetric policy only; PPO's clip bounds the gap)."""
+    its row's old log-probability and value, exact for a symmetric policy only)."""
     batch = {key: x.flatten(0, 1) for key, x in rollout.items()}
     if mirror is not None:
         obs, masks, actions = mirror(batch["obs"], batch["masks"], batch["actions"])
