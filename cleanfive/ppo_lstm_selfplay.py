@@ -453,9 +453,10 @@ def flatten_batch(rollout: dict, mirror=None) -> dict:
     """The update's batch: each rollout tensor (T, P, ...) flattened to rows [step t][row p], as CleanRL's b_
     tensors (the LSTM states (T / bptt_len, P, H): one row a sequence). --mirror (symmetry augmentation, cf.
     Mittal et al., ICRA 2024): `mirror`, the world's, appends the rows' left-right mirror images,
-    [copy][step][row]: obs, masks and actions mirrored, the rest shared (approximations: an image starts from
-    the state its row's unmirrored history left, is normalised with statistics of unmirrored rows, and keeps
-    its row's old log-probability and value, exact for a symmetric policy only)."""
+    [copy][step][row]: obs, masks and actions mirrored, the rest shared; an image's old log-probability is its
+    row's, the probability its mirrored move was drawn with, so its ratio is an importance ratio (its own old
+    log-probability broke the learning: docs/research-log-board.md). Approximations: an image starts from the
+    state its row's unmirrored history left, and is normalised with statistics of unmirrored rows."""
     batch = {key: x.flatten(0, 1) for key, x in rollout.items()}
     if mirror is not None:
         obs, masks, actions = mirror(batch["obs"], batch["masks"], batch["actions"])
