@@ -1353,8 +1353,8 @@ if __name__ == "__main__":
                     **matchmaking.state_dict(),
                     next_obs_np=next_obs_np,
                     info=info,
-                    next_done=next_done,
-                    next_lstm_state=next_lstm_state,
+                    next_done=next_done.cpu(),  # (CPU tensors: rank 0 unpickles no other rank's GPU memory)
+                    next_lstm_state=tuple(s.cpu() for s in next_lstm_state),
                     discounted_return=discounted_return,
                     game_scores=game_scores,
                     new_actions_on=new_actions_on,
