@@ -569,12 +569,13 @@ def direct_semi_mdp_advantages(rewards, values, dones, active, next_value, next_
 
 def test_flatten_batch_orders_rows_step_by_step_and_appends_the_mirror_images(script):
     """flatten_batch: row t * P + p holds step t of row p, as CleanRL's b_ tensors; with a mirror, the rows' images
-    follow, [copy][step][row]: obs, masks and actions as the mirror gives them, every other tensor repeated."""
+    follow, [copy][step][row]: obs, masks and actions as the mirror gives them, every other tensor repeated (the
+    old log-probability too: the probability the image's move was drawn with; research-log-board.md, 24482c5)."""
     T, P, A, K = 4, 3, 5, 2  # K: the LSTM chunks (T / bptt_len)
     gen = torch.Generator().manual_seed(0)
     rollout = dict(obs=torch.rand(T, P, 2, 3, generator=gen), masks=torch.rand(T, P, A, generator=gen) > 0.5)
     rollout |= dict(actions=torch.randint(A, (T, P), generator=gen), advantages=torch.rand(T, P, generator=gen))
-    rollout |= dict(h=torch.rand(K, P, 6, generator=gen))
+    rollout |= dict(logprobs=torch.rand(T, P, generator=gen).log(), h=torch.rand(K, P, 6, generator=gen))
 
     images = {"obs": lambda v: -v, "masks": lambda v: ~v, "actions": lambda v: v + 100}  # a stand-in's, marked
 
