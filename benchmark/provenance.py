@@ -250,8 +250,9 @@ def script_at(commit: str, script: Path) -> Path:
     """``script`` (a path under the root) as it was at ``commit``, written to SCRIPTS_AT (outside the tree: an old
     script is history, not part of the project) to run with this tree's worlds and helpers: one change's effect, side
     by side with today's script. Written atomically, as the runs of a benchmark's threads each ask for it while others
-    may already be starting it."""
-    path = SCRIPTS_AT / f"{script.stem}_{commit}.py"
+    may already be starting it. It keeps its file name (in a folder named by the commit): a script writes its name into
+    the files it saves, and the arena and the benchmarks read only files that name it."""
+    path = SCRIPTS_AT / commit / script.name
     path.parent.mkdir(parents=True, exist_ok=True)
     where = f"{commit}:{script.relative_to(ROOT).as_posix()}"
     shown = subprocess.run(["git", "show", where], cwd=ROOT, capture_output=True, text=True)

@@ -625,14 +625,16 @@ def test_connect4_block_supervised_gives_the_accuracy_by_line():
 
 
 def test_script_at_writes_a_commits_script_and_refuses_an_unknown_commit(capsys):
-    """The learning harness's --script-at: the script as git holds it at a commit, and one line where git has none."""
+    """The learning harness's --script-at: the script as git holds it at a commit, under its own file name (which its
+    saved files carry), and one line where git has none."""
     script = ROOT / "cleanfive" / "ppo_lstm_selfplay.py"
     shown = subprocess.run(["git", "show", "HEAD:cleanfive/ppo_lstm_selfplay.py"], cwd=ROOT, capture_output=True)
     if shown.returncode != 0:
         pytest.skip("a copy of the tree without git history")
     path = provenance.script_at("HEAD", script)
     try:
-        assert path.parent == provenance.SCRIPTS_AT and path.read_bytes() == shown.stdout  # outside the tree
+        assert path.parent == provenance.SCRIPTS_AT / "HEAD" and path.name == script.name  # outside the tree
+        assert path.read_bytes() == shown.stdout
     finally:
         path.unlink()
     with pytest.raises(SystemExit) as stop:
