@@ -215,10 +215,10 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 def masked_lstm(lstm, hidden, done, active, lstm_state):
-    """What get_states computes, one step at a time; lstm_step, stretched_lstm and padded_lstm compute it
-    faster (a test checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes
-    the state; a hero that acts takes an LSTM step, one that waits keeps its state and outputs zeros.
-    Returns (outputs (T, B, H), the state after the last step)."""
+    """What get_states computes, one step at a time; lstm_step and padded_lstm compute it faster (a test
+    checks). hidden (T, B, features); done, active (T, B). A game end before a step zeroes the state; a hero
+    that acts takes an LSTM step, one that waits keeps its state and outputs zeros. Returns (outputs
+    (T, B, H), the state after the last step)."""
     (h, c), outputs = lstm_state, []
     for t in range(len(done)):
         kept, acts = (1.0 - done[t]).view(1, -1, 1), active[t].view(1, -1, 1)
@@ -234,19 +234,6 @@ def lstm_step(lstm, hidden, b, done, lstm_state):
     h, c = (s * (1.0 - done).view(1, -1, 1) for s in lstm_state)  # a game end zeroes the state
     out, (h_b, c_b) = lstm(hidden.unsqueeze(0), (h[:, b], c[:, b]))  # the heroes that wait keep theirs
     return out[0], (h.index_copy(1, b, h_b), c.index_copy(1, b, c_b))
-
-
-def stretched_lstm(lstm, hidden, done, lstm_state):
-    """masked_lstm's outputs (T, B, H) for training sequences in which every hero acts at every step (the team
-    worlds): one LSTM call for each stretch of steps without a game end."""
-    starts = [0] + [t + 1 for t, cut in enumerate((done[1:] > 0).any(1).tolist()) if cut]
-    lengths = [end - start for start, end in zip(starts, starts[1:] + [len(done)], strict=True)]
-    (h, c), outputs = lstm_state, []
-    for start, stretch in zip(starts, hidden.split(lengths), strict=True):  # split: one backward concat
-        kept = (1.0 - done[start]).view(1, -1, 1)  # 0 where a game ended before the stretch
-        out, (h, c) = lstm(stretch, (kept * h, kept * c))
-        outputs.append(out)
-    return torch.cat(outputs)
 
 
 def padded_lstm(lstm, hidden, t, b, done, lstm_state):
@@ -362,10 +349,6 @@ class Agent(nn.Module):
         # --square-head logits (0 where a hero waits; None without the head)
         batch_size = lstm_state[0].shape[1]
         done, active = done.reshape((-1, batch_size)), active.reshape((-1, batch_size))
-        if len(done) > 1 and active.all():  # training sequences in which every hero acts (the team worlds)
-            hidden, squares = self.embed(x)
-            hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
-            return stretched_lstm(self.lstm, hidden, done, lstm_state).flatten(0, 1), None, squares
         outputs = x.new_zeros(len(done), batch_size, self.lstm.hidden_size)  # (T, B, H)
         squares = None if self.square_head is None else x.new_zeros(len(x), self.actor.out_features)
         if not active.any():  # no hero acts: each state carries, or resets at a game end
@@ -379,7 +362,7 @@ class Agent(nn.Module):
             squares[active.flatten()] = acting_squares
         if len(done) == 1:  # a step (rollouts, evaluations, bootstrap values): the acting heroes' LSTM step
             outputs[t, b], lstm_state = lstm_step(self.lstm, hidden, b, done[0], lstm_state)
-        else:  # training sequences (board games; team worlds' games against bots or past versions)
+        else:  # training sequences
             outputs[t, b], lstm_state = padded_lstm(self.lstm, hidden, t, b, done, lstm_state), None
         return outputs.flatten(0, 1), lstm_state, squares
 

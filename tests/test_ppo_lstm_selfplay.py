@@ -501,11 +501,11 @@ def one_step_at_a_time(script, agent, x, state, done, active):
     [(12, 0.0, 0.15), (12, 0.5, 0.15), (12, 0.9, 0.15), (12, 1.0, 0.15), (2, 0.5, 0.7)]
     + [(1, 0.0, 0.5), (1, 0.5, 0.5), (1, 1.0, 0.5)],
 )
-def test_lstm_over_whole_stretches_and_active_teams_equals_one_step_at_a_time(script, T, waiting, ends):
-    """get_states runs one step (T = 1) on the acting heroes; training sequences (T > 1) over stretches of steps
-    without a reset in one call where every team acts, otherwise over each hero's active steps between game ends
-    as one padded call. Each must equal one step at a time over everyone, where a waiting hero's state carries
-    over, in outputs and gradients, and after a step in the state (after training sequences it gives None)."""
+def test_lstm_over_active_heroes_equals_one_step_at_a_time(script, T, waiting, ends):
+    """get_states runs one step (T = 1) on the acting heroes, and training sequences (T > 1) over each hero's
+    active steps between game ends as one padded call (every team acting, or some waiting). Each must equal one
+    step at a time over everyone, where a waiting hero's state carries over, in outputs and gradients, and after
+    a step in the state (after training sequences it gives None)."""
     torch.manual_seed(0)
     teams, N, obs_size = 6, 2, 5
     agent = new_agent(script, obs_size, num_actions=3, num_heroes=N, hidden_size=16)
@@ -832,7 +832,7 @@ def test_trained_bots_are_the_bot_opponents_of_a_run_with_the_bot_curriculum():
 
 
 @pytest.mark.parametrize("env_id", ["ConnectFour-v1", "TicTacToe-v1"])
-@pytest.mark.parametrize("waiting", [True, False])  # some rows wait (the padded LSTM call), or none (stretches)
+@pytest.mark.parametrize("waiting", [True, False])  # some rows wait, or none
 def test_square_head_gives_each_move_the_logit_of_the_square_it_fills(selfplay, env_id, waiting):
     """--square-head: a move's logit is the actor's plus the square head's map at the square the move fills (Connect
     Four: the lowest empty square of its column, found here by walking up the column; TicTacToe: the move's own
