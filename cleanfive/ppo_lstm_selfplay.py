@@ -51,6 +51,7 @@ class Args:
     num_steps: int = 64  # the number of steps of each rollout segment (segments do not wait for games to end)
     bptt_len: int = 16  # truncated BPTT: the length of each training sequence, cut from the segment
     anneal_lr: bool = True  # toggle learning rate annealing
+    learning_rate_final: float = 0.0  # the learning rate --anneal-lr ends at (issue 88's screen: a floor)
     horizon_seconds: float = 10.0  # horizon H in game seconds: gamma = 1 - T / H, T a step's seconds (world)
     gae_lambda: float = 0.95  # the lambda for the general advantage estimation
     num_minibatches: int = 4  # the number of mini-batches (world)
@@ -872,7 +873,7 @@ if __name__ == "__main__":
 
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
         frac = 1.0 - (iteration - 1.0) / args.num_iterations  # 1 at the first update, 1 / num_iterations at the last
-        lr = anneal(args.learning_rate, 0.0, frac) if args.anneal_lr else args.learning_rate
+        lr = anneal(args.learning_rate, args.learning_rate_final, frac) if args.anneal_lr else args.learning_rate
         optimizer.param_groups[0]["lr"] = lr
         ent_coef = anneal(args.ent_coef, args.ent_coef_final, frac)
         bot_share = anneal(args.bot_fraction, args.bot_fraction_end, frac)
