@@ -977,6 +977,21 @@ if __name__ == "__main__":
         # sequence q = (copy * num_chunks + chunk) * P + p (b["h"]'s order); team j's are j * N + n, n < N
         flatinds = np.arange(len(b["actions"])).reshape(-1, args.bptt_len, P)  # [copy and chunk][t][p]
         flatinds = flatinds.transpose(1, 0, 2).reshape(args.bptt_len, -1)  # [t][sequence]
+        if args.mirror:  # the images' own old log-probabilities and values, from the network that acted
+            images = np.arange(len(b["h"]) // 2, len(b["h"]))  # the second copy's sequences
+            inds = flatinds[:, images].ravel()
+            with torch.no_grad():
+                _, image_logprob, _, image_value, _ = lagged_agent.get_action_and_value(
+                    b["obs"][inds],
+                    (b["h"][images].unsqueeze(0), b["c"][images].unsqueeze(0)),
+                    b["dones"][inds],
+                    b["learner_acts"][inds],
+                    b["masks"][inds],
+                    b["actions"][inds],
+                )
+            ran = b["learner_acts"][inds]  # the rows the network ran on; the others keep their filled values
+            b["logprobs"][inds] = torch.where(ran, image_logprob, b["logprobs"][inds])
+            b["values"][inds] = torch.where(ran, image_value.view(-1), b["values"][inds])
 
         # Optimizing the policy and value network: minibatches of whole teams' sequences (the max-pool sees a team)
         num_teams = len(b["h"]) // N  # team sequences in the update
