@@ -1040,10 +1040,11 @@ if __name__ == "__main__":
                 if approx_kl > args.target_kl:
                     break
 
-        # observation normalisation (OpenAI Five) from the rows the network saw; after the update, so that the
-        # next update's ratio starts at 1 (without --policy-lag: its rollout acts with these statistics)
-        agent.update_obs_stats(obs[learner_acts])
-        torchrun.broadcast(agent.buffers())  # rank 0's statistics in every process
+        # observation normalisation (OpenAI Five) from the rows the network saw, every process's (in rank order);
+        # after the update, so that the next update's ratio starts at 1 (without --policy-lag: its rollout acts
+        # with these statistics)
+        agent.update_obs_stats(torch.cat(torchrun.all_gather(obs[learner_acts].cpu())).to(device))
+        torchrun.broadcast(agent.buffers())  # rank 0's bits in every process, should any rounding differ
         if args.policy_lag:  # the last policy_lag + 1 versions: the oldest acts next
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
 

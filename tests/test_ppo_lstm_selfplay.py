@@ -342,6 +342,11 @@ def test_torchrun_two_processes_even_with_minibatches_without_active_rows(tmp_pa
     assert_no_gloo_thread_left(first.stderr)
     (run_dir,) = (tmp_path / "a" / "runs").glob("*__*__*")
     assert (run_dir / "rank1").is_dir()  # rank 1's own games are logged beside rank 0's
+    # the observation statistics count both processes' rows: more than one process can see (one mover a game a step)
+    saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    given = dict(zip(TORCHRUN, TORCHRUN[1:], strict=False))  # each flag's last value, as the parser takes it
+    one_process = saved["iteration"] * int(given["--num-envs"]) * int(given["--num-steps"])
+    assert one_process < saved["model"]["obs_count"] <= 2 * one_process + 1
     resumed = run(tmp_path / "a", "--resume", str(run_dir / "checkpoint.pt"))
     assert resumed.returncode == 2 and "resume with as many processes as the run had (2)" in resumed.stderr
 
