@@ -79,15 +79,15 @@ class Args:
     time_decay_seconds: float = 100.0  # game seconds per factor time_decay (OpenAI Five: 10 min of ~45-min games)
 
     # Self-play (OpenAI Five, Appendix N)
-    past_fraction: float = 0.2  # fraction of games played against past versions (the rest: latest vs latest)
+    past_fraction: float = 0.2  # fraction of games against past versions (the rest: bots or latest vs latest)
     pool_every: int = 10  # add the current policy to the past-opponent pool every this many updates
     quality_lr: float = 0.01  # eta of the quality-score update q_i -= eta / (N p_i)
     # fraction of the other games played against the bot opponents, annealed linearly from bot_fraction to
     # bot_fraction_end (equal: a fixed mix); not in OpenAI Five's recipe (0 and 0: self-play only) (world)
     bot_fraction: float = 0.2
     bot_fraction_end: float = 0.0
-    # the bots of the bot games, perturbed ones too (e.g. search2+random30); bots that are not references are
-    # left out; (): every reference (world)
+    # the bots of the bot games, perturbed ones too (e.g. search2+random30, which stay); the world's
+    # bots that are not references are left out; (): every reference (world)
     bot_opponents: tuple[str, ...] = ()
 
     # TrueSkill evaluation against fixed references (OpenAI Five, Appendix J)
@@ -282,10 +282,10 @@ def padded_lstm(lstm, hidden, t, b, done, lstm_state):
     padded = hidden.new_zeros(int(lengths.max()), len(lengths), hidden.shape[1])  # (max length, Q, features)
     padded[position, seq] = hidden
     # (Q,) no game end before the sequence: it starts from the carried state (example: [True, False, True])
-    fresh = (games[t[first], owner] == 0).view(1, -1, 1)
+    carried = (games[t[first], owner] == 0).view(1, -1, 1)
     # one padded call (on a CPU, oneDNN's fused LSTM, which packed input does not get; docs/speed.md): the
     # zeros after a sequence's end never reach its outputs
-    out, _ = lstm(padded, (lstm_state[0][:, owner] * fresh, lstm_state[1][:, owner] * fresh))
+    out, _ = lstm(padded, (lstm_state[0][:, owner] * carried, lstm_state[1][:, owner] * carried))
     return out[position, seq]
 
 
@@ -829,7 +829,9 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     settings (with --eval-only, the saved run's) and what was turned off. Returns (references, held-out bots,
     score weights in the world's score_names' order)."""
     references = args.references or envs.bot_names
-    held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}  # in the summary
+    # held-out bots: variants of the references that no run trains against, each on the rung of the bot it
+    # varies; the summary's robust rung: the strongest whose untrained bots the model beats in half the games
+    held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}
     # the bot games' bots: the world's bots that are not references are left out, and the first line says so
     dropped = [name for name in args.bot_opponents if name in envs.bot_names and name not in references]
     args.bot_opponents = tuple(name for name in args.bot_opponents if name not in dropped)
@@ -877,7 +879,7 @@ def log_games(writer, finished, score_names, global_step):
         return
     finished = {key: np.concatenate(value) for key, value in finished.items()}
     for outcome, length in zip(finished["outcome"], finished["length"], strict=True):
-        writer.add_scalar("charts/episodic_return", outcome, global_step)
+        writer.add_scalar("charts/episodic_return", outcome, global_step)  # outcome: 1 win, 0 draw, -1 loss
         writer.add_scalar("charts/episodic_length", length, global_step)
     for name, value in zip(score_names, finished["scores"].mean(0), strict=True):  # the learner's team
         writer.add_scalar(f"scores/{name}", value, global_step)
@@ -1178,7 +1180,7 @@ if __name__ == "__main__":
 
         past_games = [game for part in torchrun.all_gather(past_games) for game in part]  # every process's
         for k, score in past_games:
-            pool.record_game(k, score)  # quality: q_i -= eta / (N p_i) on a win vs i; PFSP: win rate vs i
+            pool.record_game(k, score)  # quality (Appendix N): q_i -= eta / (N p_i) on a win vs i
 
         log_games(writer, finished, envs.score_names, global_step)
 
