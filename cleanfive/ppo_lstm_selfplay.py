@@ -958,10 +958,11 @@ if __name__ == "__main__":
         with torch.no_grad():
             all_rows = torch.ones(P, dtype=torch.bool, device=device)
             next_value = lagged_agent.get_value(next_obs, next_lstm_state, next_done, all_rows).reshape(1, -1)
-            # semi-MDP GAE's exact bootstrap: a hero that decided at the last step and now waits has no
-            # value until its next turn, so that decision is `left_out` of this update and the steps before
-            # bootstrap from its value there (nobody acts on a board game's final board: a move that ended the
-            # game there is left out too); `in_update`: the learner's decisions this update learns from
+            # semi-MDP bootstrap: a decision's advantage needs V at the hero's next decision. A hero that
+            # decided at the last step and waits now (the other side moves next) has none in this rollout, so
+            # that last decision is `left_out` (dropped), and its decisions before it bootstrap from V at that
+            # last step (a move that ended a board game there is dropped too: nobody acts on a final board).
+            # `in_update`: the learner's decisions this update learns from
             waits_at_end = ~torch.as_tensor(team_acting(info, N), device=device)
             left_out = learner_acts[-1] & waits_at_end
             in_update = torch.cat([learner_acts[:-1], (learner_acts[-1] & ~left_out)[None]])
