@@ -768,6 +768,7 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 
 if __name__ == "__main__":
     launch_time = time.time()
+    # the run's settings, step by step: the flags over the world's; --resume's; --eval-only's; resolve_args
     defaults = world_args(sys.argv[1:])  # Args holding the settings of --env-id's world
     args = tyro.cli(Args, default=defaults)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
