@@ -620,8 +620,8 @@ def resolve_args(args: Args, envs, rank: int, world_size: int):
     settings (with --eval-only, the saved run's) and what was turned off. Returns (references, held-out bots,
     score weights in the world's score_names' order)."""
     references = args.references or envs.bot_names
-    # held-out bots: variants of the references that no run trains against, each on the rung of the bot it
-    # varies; the summary's robust rung: the strongest whose untrained bots the model beats in half the games
+    # held-out bots: the board games' perturbed bots, which no default trains against, each on its ladder
+    # bot's rung; the summary's robust rung: the strongest whose untrained bots the model beats half the time
     held_out = {bot: rung for bot, rung in held_out_bots(envs).items() if rung in references}
     # the bot games' bots: the world's bots that are not references are left out, and the first line says so
     dropped = [name for name in args.bot_opponents if name in envs.bot_names and name not in references]
