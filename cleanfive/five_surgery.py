@@ -780,6 +780,12 @@ class Torchrun:
             dist.all_gather_object(gathered, obj)
         return gathered
 
+    def cat(self, tensor):
+        """Every process's rows of `tensor`, concatenated in rank order (gathered through the CPU)."""
+        if self.size > 1:
+            tensor = torch.cat(self.all_gather(tensor.cpu())).to(tensor.device)
+        return tensor
+
     def all_reduce(self, tensor, op: str = "SUM"):
         """`tensor` reduced over the processes in place, op a name of dist.ReduceOp (which a torch built
         without distributed lacks: looked up only under torchrun); returns it."""
@@ -1276,7 +1282,7 @@ if __name__ == "__main__":
         # observation normalisation (OpenAI Five) from the rows the network saw, every process's (in rank order);
         # after the update, so that the next update's ratio starts at 1 (without --policy-lag: its rollout acts
         # with these statistics)
-        agent.update_obs_stats(torch.cat(torchrun.all_gather(obs[learner_acts].cpu())).to(device))
+        agent.update_obs_stats(torchrun.cat(obs[learner_acts]))
         torchrun.broadcast(agent.buffers())  # rank 0's bits in every process, should any rounding differ
         if args.policy_lag:  # the last policy_lag + 1 versions: the oldest acts next
             versions = versions[-args.policy_lag :] + [copy.deepcopy(agent.state_dict())]
