@@ -301,8 +301,9 @@ def evaluate(agent, envs, generator, device, video_path):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (other values given: ignored, said)
-        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(Args(), k)}
+    if checkpoint:  # continue the run: its Args, run name and counters (other flags given: ignored, and said)
+        named = {arg[2:].split("=")[0].replace("-", "_") for arg in sys.argv[1:] if arg.startswith("--")}
+        given = {k: v for k, v in vars(args).items() if k != "resume" and {k, f"no_{k}"} & named}
         if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})

@@ -775,11 +775,11 @@ def resume_learner(checkpoint, rank, agent, optimizer, evaluator, eval_rng, pool
 if __name__ == "__main__":
     launch_time = time.time()
     # the run's settings, step by step: the flags over the world's; --resume's; --eval-only's; resolve_args
-    defaults = world_args(sys.argv[1:])  # Args holding the settings of --env-id's world
-    args = tyro.cli(Args, default=defaults)
+    args = tyro.cli(Args, default=world_args(sys.argv[1:]))  # the defaults: --env-id's world's settings
     checkpoint = load_saved(args.resume, "--resume", CHECKPOINT_KEYS) if args.resume else None
-    if checkpoint:  # continue the run: its Args, run name and counters (other flags: ignored, and said)
-        given = {k: v for k, v in vars(args).items() if k != "resume" and v != getattr(defaults, k)}
+    if checkpoint:  # continue the run: its Args, run name and counters (other flags given: ignored, and said)
+        named = {arg[2:].split("=")[0].replace("-", "_") for arg in sys.argv[1:] if arg.startswith("--")}
+        given = {k: v for k, v in vars(args).items() if k != "resume" and {k, f"no_{k}"} & named}
         if ignored := [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v != checkpoint["args"].get(k)]:
             print(f"--resume: the run goes on with its own flags; ignored: {' '.join(ignored)}")
         args = Args(**{**checkpoint["args"], "resume": args.resume})

@@ -348,7 +348,10 @@ def bad_input(name, case, tmp):
 
 
 DRIVER_ENV = {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "DISPLAY": ""}  # never the network, nor a display
-IGNORED_SEED = "12345"  # given to each resume: the checkpoint's seed holds, and the run says it ignored this one
+RUN_SEED = "2"  # the seed of the run that is killed and resumed
+# given to each resume: the checkpoint's seed holds, and the run says it ignored this one (the default seed: a flag
+# given at its default value is a flag given all the same)
+IGNORED_SEED = "1"
 
 
 def script_job(name, kinds, tmp):
@@ -359,7 +362,7 @@ def script_job(name, kinds, tmp):
     tracked run are processes of their own. Returns {kind: what that kind's tests check}."""
     s, cases, out = SCRIPTS[name], {}, {}
     if "resume" in kinds:  # first in the interpreter: the runs that must end bit for bit alike
-        resume_flags = [*s.tiny, *s.resume, "--save-every", "1", "--save-model"]
+        resume_flags = [*s.tiny, *s.resume, "--seed", RUN_SEED, "--save-every", "1", "--save-model"]
         killed, other = tmp / "killed", tmp / "other"
         killed.mkdir()
         other.mkdir()
