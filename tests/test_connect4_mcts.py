@@ -1,0 +1,52 @@
+"""benchmark/connect4_mcts.py: the search's board, that it finds the moves a search must find, and a tiny match."""
+
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmark"))
+import connect4_mcts as mcts  # noqa: E402
+
+from cleanfive.envs.board import has_won  # noqa: E402
+
+
+def board_of(columns: list[int]) -> np.ndarray:
+    """The world's board (-1 empty, 0 the first side's stone, 1 the other's; row 0 at the top) after ``columns``."""
+    board = np.full((mcts.HEIGHT, mcts.WIDTH), -1, dtype=np.int8)
+    for ply, column in enumerate(columns):
+        row = np.flatnonzero(board[:, column] == -1)[-1]
+        board[row, column] = ply % 2
+    return board
+
+
+def test_the_bitboards_agree_with_the_world_on_random_games():
+    rng = random.Random(0)
+    for _ in range(300):
+        position, columns, won = mcts.Position(), [], False
+        while not won and position.plies < mcts.HEIGHT * mcts.WIDTH:
+            legal = position.legal()
+            assert legal == np.flatnonzero(board_of(columns)[0] == -1).tolist()  # the columns with room
+            columns.append(rng.choice(legal))
+            position, won = position.play(columns[-1])
+            mover = (len(columns) - 1) % 2
+            assert won == bool(has_won(board_of(columns)[None], mover, mcts.ENV_ID)[0])
+
+
+def test_the_search_takes_a_win_and_blocks_a_loss():
+    win = mcts.Position()
+    for column in (0, 0, 1, 1, 2, 2):  # the side to move has three in the bottom row: column 3 wins
+        win = win.play(column)[0]
+    assert mcts.search(win, 300, random.Random(1)) == 3
+    block = mcts.Position()
+    for column in (0, 6, 1, 6, 2):  # the other side threatens column 3
+        block = block.play(column)[0]
+    assert mcts.search(block, 300, random.Random(1)) == 3
+
+
+def test_a_tiny_match_plays_each_game_to_its_end():
+    scores = mcts.match(mcts.BUNDLED, 5, 4, seed=1)
+    assert scores.shape == (4,) and set(scores.tolist()) <= {0.0, 0.5, 1.0}
+    # the bundled model against a search of 5 simulations: it wins most games (a weak search, not a random one)
+    assert scores.mean() >= 0.75
