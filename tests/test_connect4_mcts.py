@@ -45,8 +45,22 @@ def test_the_search_takes_a_win_and_blocks_a_loss():
     assert mcts.search(block, 300, random.Random(1)) == 3
 
 
+def test_the_search_beats_random_play_from_either_side():
+    """Its rollouts' results are backed up for the right side: a search that backed them up for the other would
+    play to lose (a win and a block in one, above, it finds without rollouts)."""
+    rng, wins = random.Random(2), 0
+    for game in range(10):
+        position, won = mcts.Position(), False
+        while not won and position.plies < mcts.HEIGHT * mcts.WIDTH:
+            searching = position.plies % 2 == game % 2  # the search moves first in the even games
+            column = mcts.search(position, 200, rng) if searching else rng.choice(position.legal())
+            position, won = position.play(column)
+        wins += won and searching
+    assert wins >= 9
+
+
 def test_a_tiny_match_plays_each_game_to_its_end():
-    scores = mcts.match(mcts.BUNDLED, 5, 4, seed=1)
-    assert scores.shape == (4,) and set(scores.tolist()) <= {0.0, 0.5, 1.0}
+    scores = mcts.match(mcts.BUNDLED, 5, 8, seed=1)
+    assert scores.shape == (8,) and set(scores.tolist()) <= {0.0, 0.5, 1.0}
     # the bundled model against a search of 5 simulations: it wins most games (a weak search, not a random one)
     assert scores.mean() >= 0.75
