@@ -8,30 +8,24 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmark"))
 import connect4_mcts as mcts  # noqa: E402
+from connect4_judge import replay  # noqa: E402
 
 from cleanfive.envs.board import has_won  # noqa: E402
-
-
-def board_of(columns: list[int]) -> np.ndarray:
-    """The world's board (-1 empty, 0 the first side's stone, 1 the other's; row 0 at the top) after ``columns``."""
-    board = np.full((mcts.HEIGHT, mcts.WIDTH), -1, dtype=np.int8)
-    for ply, column in enumerate(columns):
-        row = np.flatnonzero(board[:, column] == -1)[-1]
-        board[row, column] = ply % 2
-    return board
 
 
 def test_the_bitboards_agree_with_the_world_on_random_games():
     rng = random.Random(0)
     for _ in range(300):
-        position, columns, won = mcts.Position(), [], False
-        while not won and position.plies < mcts.HEIGHT * mcts.WIDTH:
-            legal = position.legal()
-            assert legal == np.flatnonzero(board_of(columns)[0] == -1).tolist()  # the columns with room
-            columns.append(rng.choice(legal))
-            position, won = position.play(columns[-1])
-            mover = (len(columns) - 1) % 2
-            assert won == bool(has_won(board_of(columns)[None], mover, mcts.ENV_ID)[0])
+        position, columns, legal, won = mcts.Position(), [], [], [False]
+        while not won[-1] and position.plies < mcts.HEIGHT * mcts.WIDTH:
+            legal.append(position.legal())
+            columns.append(rng.choice(legal[-1]))
+            position, last = position.play(columns[-1])
+            won.append(last)
+        boards = replay([np.array(columns)])[0]  # the world's board before every ply, and after the last
+        assert legal == [np.flatnonzero(board[0] == -1).tolist() for board in boards[:-1]]  # the columns with room
+        movers = np.arange(len(columns)) % 2
+        assert won[1:] == has_won(boards[1:], movers, mcts.ENV_ID).tolist()
 
 
 def test_the_search_takes_a_win_and_blocks_a_loss():
