@@ -18,6 +18,10 @@ state at the game's start, the policy read at the last (the position). A last ro
 position alone, from a fresh state (what the earlier turns change). A judge only: nothing trains on these positions,
 on a solver's moves or on its scores, so that the number measures what self-play learned.
 
+``--depths`` adds a probe of what the network knows beyond its policy: the same positions judged with the move of a
+negamax search of that many plies whose leaves are the model's own value head (exact where the game ends), each
+position read alone. The project's players do not search; this measures how far a search on the network would go.
+
     uv run --all-extras python benchmark/connect4_judge.py --models cleanfive/models/connect4.cleanfive_model
 """
 
@@ -43,6 +47,10 @@ PARSER = pv.parser(__file__, __doc__, docs=False, extra=False)
 PARSER.add_argument("--models", nargs="+", default=[BUNDLED], help="--save-model files or checkpoints of the script")
 PARSER.add_argument("--block", help="also write the table into this docs block (any page of docs/ with its markers)")
 PARSER.add_argument("--cards", action="store_true", help="also write each model's table into its card (a bundled one)")
+PARSER.add_argument(
+    "--depths", nargs="+", type=int, default=[], help="also judge the move of a search this deep on the model's value"
+)
+WIN = 1e3  # the value of a move that wins, for the side that plays it: above any value the network gives
 
 
 def load_positions(path: Path = DATA) -> tuple[list[np.ndarray], np.ndarray]:
@@ -128,6 +136,82 @@ def wins_at_once(boards: np.ndarray, plies: np.ndarray, probs: np.ndarray) -> di
     best = np.where(position[:, 0] < 0, probs, -1.0).argmax(-1)  # the most likely legal move
     offered = wins.any(-1)
     return {"n": int(offered.sum()), "share": float(wins[np.arange(len(best)), best][offered].mean())}
+
+
+def value_head(agent, boards: np.ndarray, plies: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """The model's value (its critic) of positions boards int (K, 6, 7) at ply ``plies`` (K,) for the side to move,
+    each read from a fresh LSTM state, float (K,)."""
+    out = [np.zeros(0, dtype=np.float32)]
+    for start in range(0, len(boards), chunk):
+        x = torch.as_tensor(observations(boards[start : start + chunk], plies[start : start + chunk]))
+        with torch.inference_mode():
+            state, everyone = training_script().zero_state(agent, len(x), "cpu"), torch.ones(len(x), dtype=torch.bool)
+            hidden, _, _ = agent.get_states(x, state, torch.zeros(len(x)), everyone)
+            out.append(agent.critic(hidden)[:, 0].numpy())
+    return np.concatenate(out)
+
+
+def search_values(value, boards: np.ndarray, plies: np.ndarray, depth: int) -> np.ndarray:
+    """Negamax ``depth`` plies deep: the value float (K, 7) of each move for the side to move at boards int (K, 6, 7),
+    ply ``plies`` (K,). A move that wins: ``WIN``; one that fills the board: 0 (a draw); any other: minus the
+    opponent's value after it, its best move's at ``depth - 1``, or ``value(boards, plies)`` (K,) at depth 1;
+    a full column: -inf. Exact wins and draws, the network's value at the leaves."""
+    K, games = len(boards), np.arange(len(boards))
+    wins = winning_moves(boards.astype(np.int64), plies % 2, ENV_ID)
+    children, legal = np.repeat(boards[None], WIDTH, 0), boards[:, 0] < 0  # (7, K, 6, 7), (K, 7)
+    for column in range(WIDTH):
+        row = (boards[:, :, column] < 0).sum(-1) - 1  # the lowest empty square; -1: a full column
+        ok = row >= 0
+        children[column, games[ok], row[ok], column] = (plies % 2)[ok]
+    later = (legal & ~wins & (plies[:, None] + 1 < HEIGHT * WIDTH)).T.reshape(-1)  # neither won nor a full board
+    children, after = children.reshape(-1, HEIGHT, WIDTH)[later], np.tile(plies + 1, WIDTH)[later]
+    theirs = value(children, after) if depth == 1 else search_values(value, children, after, depth - 1).max(-1)
+    values = np.zeros(WIDTH * K)
+    values[later] = -theirs
+    return np.where(wins, WIN, np.where(legal, values.reshape(WIDTH, K).T, -np.inf))
+
+
+def searched(path: str, depths: list[int], data: Path = DATA) -> dict:
+    """For each depth d of ``depths``, overall and by phase, the share of the not-lost positions where the move of a
+    depth-d search on the model ``path``'s own value (:func:`search_values`; ties: its most likely move) keeps the
+    outcome, and where it is optimal; d = 0: the most likely move. Every position is read alone (a fresh LSTM
+    state), as the search reads its leaves. A probe of what the network knows, not a player of the project's."""
+    agent, _ = load_agent(path, (ENV_ID,))
+    moves, scores = load_positions(data)
+    plies = np.array([len(m) for m in moves])
+    kept = np.nanmax(np.sign(scores), -1) >= 0
+    boards, plies, scores = replay([m for m, k in zip(moves, kept, strict=True) if k]), plies[kept], scores[kept]
+    probs = policy(agent, boards, plies, fresh=True)
+    positions, phases = boards[np.arange(len(plies)), plies], np.array(phase(plies))
+    out = {}
+    for depth in depths:
+        if depth > 0:
+            values = search_values(lambda b, p: value_head(agent, b, p), positions, plies, depth)
+            best = values == values.max(-1, keepdims=True)
+        per = score_moves(scores, probs if depth == 0 else best * (probs + 1e-9))  # ties: the most likely move
+        out[depth] = {"overall": {metric: float(per[metric].mean()) for metric in ("keeps", "optimal")}}
+        for label in sorted(set(phases), key=lambda p: int(p.split("–")[0])):
+            out[depth][label] = {metric: float(per[metric][phases == label].mean()) for metric in ("keeps", "optimal")}
+    return out
+
+
+def search_table(results: dict[str, dict]) -> list[str]:
+    """The markdown table of ``results`` (model -> :func:`searched`): a row per model and depth, keeps / optimal
+    overall and keeps by phase."""
+    labels = [label for label in next(iter(next(iter(results.values())).values())) if label != "overall"]
+    lines = ["| model | search depth | **all**: keeps / optimal | " + " | ".join(f"plies {p}" for p in labels) + " |"]
+    lines += ["|---|---:|---:|" + "---:|" * len(labels)]
+    for model, by_depth in results.items():
+        for depth, row in by_depth.items():
+            cells = " | ".join(f"{row[label]['keeps']:.3f}" for label in labels)
+            overall = f"{row['overall']['keeps']:.3f} / {row['overall']['optimal']:.3f}"
+            lines.append(f"| {model} | {depth or 'none'} | {overall} | {cells} |")
+    note = (
+        "The move of a negamax search on each model's own value head (its critic, each position read from a fresh "
+        "LSTM state), exact where the game ends within the search (a win, a full board), ties taken by the model's "
+        "most likely move; depth none: that move alone, also from a fresh state. keeps and optimal as above."
+    )
+    return [note, "", *lines]
 
 
 def phase(plies: np.ndarray) -> list[str]:
@@ -226,6 +310,7 @@ def main() -> None:
     for path in args.models if args.cards else []:
         card = pv.ROOT / "cleanfive" / "models" / f"{Path(path).stem}.md"
         pv.check(card.exists(), f"--cards: {path} has no card {card.relative_to(pv.ROOT)}; bundle it first")
+    pv.check(min(args.depths, default=0) >= 0, f"--depths {' '.join(map(str, args.depths))}: each must be >= 0 (plies)")
     torch.set_num_threads(1)
     results = {path: judge(path) for path in args.models}
     seconds = ", ".join(f"{r['seconds']:.1f}" for r in results.values())
@@ -235,6 +320,8 @@ def main() -> None:
         ),
         *table({f"`{path}`": r for path, r in results.items()}),
     ]
+    if args.depths:
+        lines += ["", *search_table({f"`{path}`": searched(path, sorted({0, *args.depths})) for path in args.models})]
     print("\n".join(lines))
     if args.block:
         pv.write_block(pv.ROOT / "docs" / "benchmarks.md", args.block, "\n".join(lines))

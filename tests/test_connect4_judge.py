@@ -184,6 +184,64 @@ def test_the_judge_of_a_model_is_its_positions_mean(tmp_path):
     assert result["wins_at_once"]["share"] == pytest.approx(wins[np.arange(len(best)), best][offered].mean())
 
 
+def plain_negamax(value, board, ply, depth):
+    """search_values' move values for one position, one move at a time with the world's rules: WIN for a move
+    that wins, 0 for one that fills the board, else minus the opponent's best at depth - 1 (value at depth 1)."""
+    out = np.full(7, -np.inf)
+    for column in np.flatnonzero(legal_actions(board[None], "ConnectFour-v1")[0]):
+        child = play_all(board[None], np.array([ply % 2]), "ConnectFour-v1")[0, column]
+        if has_won(child[None], np.array([ply % 2]), "ConnectFour-v1")[0]:
+            out[column] = judge.WIN
+        elif ply + 1 == 42:
+            out[column] = 0.0
+        elif depth == 1:
+            out[column] = -value(child[None], np.array([ply + 1]))[0]
+        else:
+            out[column] = -plain_negamax(value, child, ply + 1, depth - 1).max()
+    return out
+
+
+def test_the_search_is_a_plain_negamax_on_the_value():
+    """search_values equals a one-position, one-move-at-a-time negamax (the world's rules) on 60 of the judge's
+    positions, late ones included, at depths 1-3, with a value that differs for every position; and with a value
+    of 0 everywhere a depth-2 search takes a win in one and refuses a move that lets the opponent win at once."""
+    moves, _ = judge.load_positions()
+    picked = [moves[i] for i in np.random.default_rng(0).choice(len(moves), 60, replace=False)]
+    picked += [m for m in moves if len(m) >= 38][:5]  # full boards within the search
+    plies = np.array([len(m) for m in picked])
+    positions = judge.replay(picked)[np.arange(len(picked)), plies].astype(np.int64)
+    weights = np.random.default_rng(1).normal(size=(6, 7))
+
+    def value(boards, at):  # any function of the position and its side to move
+        return np.tanh(((boards == (at % 2)[:, None, None]) * weights).sum((1, 2)) - 0.1 * (boards >= 0).sum((1, 2)))
+
+    for depth in (1, 2, 3):
+        got = judge.search_values(value, positions, plies, depth)
+        want = np.stack([plain_negamax(value, b, p, depth) for b, p in zip(positions, plies, strict=True)])
+        np.testing.assert_allclose(got, want)
+    zero = lambda boards, at: np.zeros(len(boards))  # noqa: E731
+    # ply 6: the first player has three in column 0, the second three in column 1; then ply 7, the second to move
+    win, block = judge.replay([np.array([0, 1, 0, 1, 0, 1])]), judge.replay([np.array([0, 1, 0, 1, 0, 6, 2])])
+    assert judge.search_values(zero, win[:, 6].astype(np.int64), np.array([6]), 2)[0].argmax() == 0
+    after_block = judge.search_values(zero, block[:, 7].astype(np.int64), np.array([7]), 2)[0]
+    assert after_block.argmax() == 0 and (np.delete(after_block, 0) == -judge.WIN).all()  # only column 0 holds
+
+
+def test_the_searched_judge_without_search_is_the_position_alone(tmp_path):
+    """searched() at depth 0 is judge()'s row of the position alone; its phases weigh up to the overall number;
+    at depth 1 each number is a share."""
+    path = save_selfplay_model(tmp_path / "untrained.cleanfive_model", "ConnectFour-v1", seed=1)
+    result, alone = judge.searched(path, [0, 1]), judge.judge(path)["fresh_state"]
+    assert result[0]["overall"]["keeps"] == pytest.approx(alone["keeps"])
+    assert result[0]["overall"]["optimal"] == pytest.approx(alone["optimal"])
+    plies = np.array([len(m) for m, s in zip(*judge.load_positions(), strict=True) if np.nanmax(np.sign(s)) >= 0])
+    counts = dict(zip(*np.unique(judge.phase(plies), return_counts=True), strict=True))
+    for depth in (0, 1):
+        weighted = sum(result[depth][label]["keeps"] * n for label, n in counts.items()) / len(plies)
+        assert result[depth]["overall"]["keeps"] == pytest.approx(weighted)
+        assert all(0 <= row["keeps"] <= 1 for row in result[depth].values())
+
+
 def test_a_bad_model_path_is_one_line_and_exit_2(tmp_path):
     foreign = tmp_path / "notes.txt"
     foreign.write_text("not a model")
@@ -192,6 +250,8 @@ def test_a_bad_model_path_is_one_line_and_exit_2(tmp_path):
         result = in_process([sys.executable, str(ROOT / "benchmark" / "connect4_judge.py"), "--models", str(path)])
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert str(path) in result.stderr
+    result = in_process([sys.executable, str(ROOT / "benchmark" / "connect4_judge.py"), "--depths", "2", "-1"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--depths" in result.stderr, result.stderr
 
 
 def test_every_connect4_card_carries_the_judges_table():
