@@ -321,7 +321,9 @@ def main() -> None:
         *table({f"`{path}`": r for path, r in results.items()}),
     ]
     if args.depths:
-        lines += ["", *search_table({f"`{path}`": searched(path, sorted({0, *args.depths})) for path in args.models})]
+        start = time.process_time()
+        searches = {f"`{path}`": searched(path, sorted({0, *args.depths})) for path in args.models}
+        lines += ["", *search_table(searches), "", f"The searches took {time.process_time() - start:.0f} CPU seconds."]
     print("\n".join(lines))
     if args.block:
         pv.write_block(pv.ROOT / "docs" / "benchmarks.md", args.block, "\n".join(lines))
