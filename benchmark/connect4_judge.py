@@ -48,7 +48,7 @@ PARSER.add_argument("--models", nargs="+", default=[BUNDLED], help="--save-model
 PARSER.add_argument("--block", help="also write the table into this docs block (any page of docs/ with its markers)")
 PARSER.add_argument("--cards", action="store_true", help="also write each model's table into its card (a bundled one)")
 PARSER.add_argument(
-    "--depths", nargs="+", type=int, default=[], help="also judge the move of a search this deep on the model's value"
+    "--depths", nargs="+", type=int, help="also judge the move of a search this deep on the model's own value"
 )
 WIN = 1e3  # the value of a move that wins, for the side that plays it: above any value the network gives
 
@@ -310,7 +310,8 @@ def main() -> None:
     for path in args.models if args.cards else []:
         card = pv.ROOT / "cleanfive" / "models" / f"{Path(path).stem}.md"
         pv.check(card.exists(), f"--cards: {path} has no card {card.relative_to(pv.ROOT)}; bundle it first")
-    pv.check(min(args.depths, default=0) >= 0, f"--depths {' '.join(map(str, args.depths))}: each must be >= 0 (plies)")
+    depths = args.depths or []
+    pv.check(min(depths, default=0) >= 0, f"--depths {' '.join(map(str, depths))}: each must be >= 0 (plies)")
     torch.set_num_threads(1)
     results = {path: judge(path) for path in args.models}
     seconds = ", ".join(f"{r['seconds']:.1f}" for r in results.values())
@@ -322,7 +323,7 @@ def main() -> None:
     ]
     if args.depths:
         start = time.process_time()
-        searches = {f"`{path}`": searched(path, sorted({0, *args.depths})) for path in args.models}
+        searches = {f"`{path}`": searched(path, sorted({0, *depths})) for path in args.models}
         lines += ["", *search_table(searches), "", f"The searches took {time.process_time() - start:.0f} CPU seconds."]
     print("\n".join(lines))
     if args.block:
