@@ -34,7 +34,7 @@ import provenance as pv
 import torch
 from board_table import load_agent, training_script
 
-from cleanfive.envs.board import winning_moves
+from cleanfive.envs.board import has_won, legal_actions, play_all, winning_moves
 
 ENV_ID = "ConnectFour-v1"
 DATA = pv.ROOT / "benchmark" / "data" / "c4_positions.jsonl"
@@ -156,19 +156,16 @@ def search_values(value, boards: np.ndarray, plies: np.ndarray, depth: int) -> n
     ply ``plies`` (K,). A move that wins: ``WIN``; one that fills the board: 0 (a draw); any other: minus the
     opponent's value after it, its best move's at ``depth - 1``, or ``value(boards, plies)`` (K,) at depth 1;
     a full column: -inf. Exact wins and draws, the network's value at the leaves."""
-    K, games = len(boards), np.arange(len(boards))
-    wins = winning_moves(boards.astype(np.int64), plies % 2, ENV_ID)
-    children, legal = np.repeat(boards[None], WIDTH, 0), boards[:, 0] < 0  # (7, K, 6, 7), (K, 7)
-    for column in range(WIDTH):
-        row = (boards[:, :, column] < 0).sum(-1) - 1  # the lowest empty square; -1: a full column
-        ok = row >= 0
-        children[column, games[ok], row[ok], column] = (plies % 2)[ok]
-    later = (legal & ~wins & (plies[:, None] + 1 < HEIGHT * WIDTH)).T.reshape(-1)  # neither won nor a full board
-    children, after = children.reshape(-1, HEIGHT, WIDTH)[later], np.tile(plies + 1, WIDTH)[later]
+    K, mover = len(boards), plies % 2
+    children = play_all(boards.astype(np.int64), mover, ENV_ID)  # (K, 7, 6, 7): each column played
+    legal = legal_actions(boards, ENV_ID)
+    wins = has_won(children, mover[:, None], ENV_ID) & legal
+    later = (legal & ~wins & (plies[:, None] + 1 < HEIGHT * WIDTH)).reshape(-1)  # neither won nor a full board
+    children, after = children.reshape(-1, HEIGHT, WIDTH)[later], np.repeat(plies + 1, WIDTH)[later]
     theirs = value(children, after) if depth == 1 else search_values(value, children, after, depth - 1).max(-1)
-    values = np.zeros(WIDTH * K)
+    values = np.zeros(K * WIDTH)
     values[later] = -theirs
-    return np.where(wins, WIN, np.where(legal, values.reshape(WIDTH, K).T, -np.inf))
+    return np.where(wins, WIN, np.where(legal, values.reshape(K, WIDTH), -np.inf))
 
 
 def searched(path: str, depths: list[int], data: Path = DATA) -> dict:
