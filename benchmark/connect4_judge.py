@@ -138,7 +138,7 @@ def wins_at_once(boards: np.ndarray, plies: np.ndarray, probs: np.ndarray) -> di
     return {"n": int(offered.sum()), "share": float(wins[np.arange(len(best)), best][offered].mean())}
 
 
-def value_head(agent, boards: np.ndarray, plies: np.ndarray, chunk: int = 65536) -> np.ndarray:
+def value_head(agent, boards: np.ndarray, plies: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """The model's value (its critic) of positions boards int (K, 6, 7) at ply ``plies`` (K,) for the side to move,
     each read from a fresh LSTM state, float (K,)."""
     out = [np.zeros(0, dtype=np.float32)]
@@ -156,8 +156,8 @@ def search_values(value, boards: np.ndarray, plies: np.ndarray, depth: int) -> n
     ply ``plies`` (K,). A move that wins: ``WIN``; one that fills the board: 0 (a draw); any other: minus the
     opponent's value after it, its best move's at ``depth - 1``, or ``value(boards, plies)`` (K,) at depth 1;
     a full column: -inf. Exact wins and draws, the network's value at the leaves."""
-    K, mover = len(boards), plies % 2
-    children = play_all(boards.astype(np.int64), mover, ENV_ID)  # (K, 7, 6, 7): each column played
+    K, mover = len(boards), (plies % 2).astype(boards.dtype)  # the boards' own type: int8 keeps depth 4 in memory
+    children = play_all(boards, mover, ENV_ID)  # (K, 7, 6, 7): each column played
     legal = legal_actions(boards, ENV_ID)
     wins = has_won(children, mover[:, None], ENV_ID) & legal
     later = (legal & ~wins & (plies[:, None] + 1 < HEIGHT * WIDTH)).reshape(-1)  # neither won nor a full board
