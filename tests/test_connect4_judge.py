@@ -221,26 +221,47 @@ def test_the_search_is_a_plain_negamax_on_the_value():
         want = np.stack([plain_negamax(value, m, depth) for m in picked[-some:]])
         np.testing.assert_allclose(got, want)
     zero = lambda boards, at: np.zeros(len(boards))  # noqa: E731
-    # ply 6: the first player has three in column 0, the second three in column 1; then ply 7, the second to move
+    # win: at ply 6 the first player, to move, has three in column 0; block: at ply 7 the second player, to move,
+    # faces the first's three in column 0 and has no three of its own
     win, block = judge.replay([np.array([0, 1, 0, 1, 0, 1])]), judge.replay([np.array([0, 1, 0, 1, 0, 6, 2])])
     assert judge.search_values(zero, win[:, 6].astype(np.int64), np.array([6]), 2)[0].argmax() == 0
     after_block = judge.search_values(zero, block[:, 7].astype(np.int64), np.array([7]), 2)[0]
     assert after_block.argmax() == 0 and (np.delete(after_block, 0) == -judge.WIN).all()  # only column 0 holds
 
 
-def test_the_searched_judge_without_search_is_the_position_alone(tmp_path):
-    """searched() at depth 0 is judge()'s row of the position alone; its phases weigh up to the overall number;
-    at depth 1 each number is a share."""
+def test_the_searched_judge_is_the_search_moves_share(tmp_path):
+    """searched() at depth 0 is judge()'s row of the position alone; at depth 1 its overall keeps is the share of the
+    not-lost positions where the move found here, one position at a time, keeps the solver's outcome: a winning move
+    first, else the move after which the model's value for the opponent (each child replayed from its moves) is
+    lowest, ties by the most likely move; its phases weigh up to the overall number."""
     path = save_selfplay_model(tmp_path / "untrained.cleanfive_model", "ConnectFour-v1", seed=1)
     result, alone = judge.searched(path, [0, 1]), judge.judge(path)["fresh_state"]
     assert result[0]["overall"]["keeps"] == pytest.approx(alone["keeps"])
     assert result[0]["overall"]["optimal"] == pytest.approx(alone["optimal"])
-    plies = np.array([len(m) for m, s in zip(*judge.load_positions(), strict=True) if np.nanmax(np.sign(s)) >= 0])
+    moves, scores = judge.load_positions()
+    kept = [k for k, s in enumerate(scores) if np.nanmax(np.sign(s)) >= 0]
+    plies = np.array([len(moves[k]) for k in kept])
+    agent, _ = load_agent(path, ("ConnectFour-v1",))
+    probs = judge.policy(agent, judge.replay([moves[k] for k in kept]), plies, True)
+    children = [(i, c) for i, k in enumerate(kept) for c in range(7) if not np.isnan(scores[k][c])]
+    boards = judge.replay([np.append(moves[kept[i]], c) for i, c in children])
+    after = np.array([plies[i] + 1 for i, _ in children])
+    child = boards[np.arange(len(children)), after].astype(np.int64)
+    theirs = judge.value_head(agent, child, after)
+    move_value = np.full((len(kept), 7), -np.inf)
+    for (i, c), board, v in zip(children, child, theirs, strict=True):
+        won = has_won(board, plies[i] % 2, "ConnectFour-v1")
+        move_value[i, c] = judge.WIN if won else 0.0 if plies[i] + 1 == 42 else -v
+    keeps = []
+    for i, k in enumerate(kept):
+        best = [c for c in range(7) if move_value[i, c] == move_value[i].max()]
+        move = max(best, key=lambda c: probs[i, c])
+        keeps.append(np.sign(scores[k][move]) == np.nanmax(np.sign(scores[k])))
+    assert result[1]["overall"]["keeps"] == pytest.approx(np.mean(keeps))
     counts = dict(zip(*np.unique(judge.phase(plies), return_counts=True), strict=True))
     for depth in (0, 1):
         weighted = sum(result[depth][label]["keeps"] * n for label, n in counts.items()) / len(plies)
         assert result[depth]["overall"]["keeps"] == pytest.approx(weighted)
-        assert all(0 <= row["keeps"] <= 1 for row in result[depth].values())
 
 
 def test_a_bad_model_path_is_one_line_and_exit_2(tmp_path):
